@@ -1,0 +1,60 @@
+// config/: strict reading of untrusted JSON. Every read names its field path, so an error
+// says where and what was expected; fields nobody read are reported as unknown.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace wren {
+
+using Json = nlohmann::ordered_json;
+
+// An error in a configuration or data file: "origin: path: message".
+struct ConfigError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// A view of one JSON object at a path. Reads mark keys as used; finish() rejects the rest.
+class JsonReader {
+ public:
+  JsonReader(const Json& j, std::string origin, std::string path);
+
+  bool has(const std::string& key) const;  // present and not null (marks the key as read)
+  const Json& raw(const std::string& key);  // marks as used; the key must exist
+  JsonReader object(const std::string& key);
+  JsonReader element(const std::string& list_key, size_t i);  // the i-th object of a list field
+
+  int integer(const std::string& key, int64_t min_value, int64_t max_value = INT32_MAX);
+  int integer_or(const std::string& key, int fallback, int64_t min_value, int64_t max_value = INT32_MAX);
+  int64_t integer64(const std::string& key, int64_t min_value);
+  double number_or(const std::string& key, double fallback, double min_value, double max_value);
+  bool boolean_or(const std::string& key, bool fallback);
+  std::string string(const std::string& key);
+  std::string string_or(const std::string& key, const std::string& fallback);
+  std::vector<int> int_list(const std::string& key, int64_t min_value);
+
+  // A string field that must be one of `allowed`; returns its index.
+  int choice(const std::string& key, const std::vector<std::string>& allowed);
+  int choice_or(const std::string& key, const std::vector<std::string>& allowed, int fallback);
+
+  std::string where(const std::string& key) const;  // "origin: path.key"
+  [[noreturn]] void fail(const std::string& key, const std::string& message) const;
+  void finish() const;  // unknown keys are errors
+
+  const Json& json() const { return j_; }
+
+ private:
+  const Json& get(const std::string& key) const;
+  const Json& j_;
+  std::string origin_, path_;
+  mutable std::set<std::string> used_;
+};
+
+std::string json_value_text(const Json& v);  // a short rendering of a value for messages
+Json parse_json_file(const std::string& path);  // ConfigError naming the file on failure
+
+}  // namespace wren
