@@ -81,12 +81,13 @@ void ffn(Builder& b, const std::string& p, const FfnSpec& f, int64_t d) {
     TensorInfo& t = b.add(p + "balance_bias", {f.n_experts}, TensorRole::buffer);
     t.activity = Activity::never;
   }
-  b.component = Component::routed_experts;
   int64_t x = f.latent_dim ? f.latent_dim : d;
   if (f.latent_dim) {
+    b.component = Component::latent_proj;
     b.matrix(p + "latent_down", f.latent_dim, d);
     b.matrix(p + "latent_up", d, f.latent_dim);
   }
+  b.component = Component::routed_experts;
   size_t first = b.map.tensors.size();
   ffn_block(b, p + "experts.", f, x, f.expert_hidden, f.n_experts);
   for (size_t k = first; k < b.map.tensors.size(); ++k) {
@@ -267,7 +268,7 @@ WeightMap build_weight_map(const ModelConfig& c) {
 
 const char* to_string(Component c) {
   static const char* names[kComponents] = {"embedding", "lm_head", "mixer", "dense_ffn", "routed_experts",
-                                           "shared_experts", "router", "norms", "residual_mixing",
+                                           "shared_experts", "latent_proj", "router", "norms", "residual_mixing",
                                            "engram_tables", "engram_proj"};
   return names[int(c)];
 }

@@ -26,10 +26,10 @@ namespace wren {
 
 enum class TensorRole { matrix, norm, vector, conv, lookup, buffer };
 enum class Component {
-  embedding, lm_head, mixer, dense_ffn, routed_experts, shared_experts, router, norms,
+  embedding, lm_head, mixer, dense_ffn, routed_experts, shared_experts, latent_proj, router, norms,
   residual_mixing, engram_tables, engram_proj,
 };
-constexpr int kComponents = 11;
+constexpr int kComponents = 12;
 
 // How much of a tensor one token touches.
 enum class Activity {
