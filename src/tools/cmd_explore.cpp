@@ -1,30 +1,106 @@
-// wren explore: the cost model for presets, config files and Hugging Face config.json files.
+// wren explore: the cost model for presets, config files, model directories and Hugging
+// Face config.json files, side by side, as tables (default), JSON or CSV, plus SVG charts.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <sstream>
 
 #include "config/parse.h"
-#include "config/weight_map.h"
-#include "explore/cost_model.h"
+#include "explore/report.h"
 #include "tools/commands.h"
+#include "tools/output.h"
 
 namespace wren::tools {
 
-void register_explore(CLI::App& app) {
-  auto* cmd = app.add_subcommand("explore", "parameters, FLOPs, state and bytes per token of model configs");
-  static std::vector<std::string> models;
-  cmd->add_option("models", models, "preset names, config JSON files or model directories")->required();
-  cmd->callback([] {
-    for (auto& m : models) {
-      ModelConfig c = resolve_model_config(m);
-      WeightMap w = build_weight_map(c);
-      auto p = explore::count_params(c, w);
-      std::printf("%s total %lld active_incl_emb %.0f active %.0f excl_head %.0f\n", c.name.c_str(),
-                  (long long)p.total_all, p.active_incl_embedding, p.active_excl_embedding, p.active_excl_head);
-      for (int k = 0; k < kComponents; ++k)
-        std::printf("  %-16s %14lld %14.0f\n", to_string(Component(k)), (long long)p.total[k], p.active[k]);
+namespace {
+
+struct ExploreArgs {
+  std::vector<std::string> models, hf;
+  std::string contexts = "1024,4096,16384,65536,262144,1048576";
+  std::string weights = "bf16", head, kv = "bf16", engram;
+  double firing = 1.0, v_read = 1.0, bandwidth = 50.0;
+  bool engram_storage = false;
+  std::string format = "table", svg_dir, output;
+};
+
+std::vector<double> parse_contexts(const std::string& text) {
+  std::vector<double> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    size_t used = 0;
+    long long n = 0;
+    try {
+      n = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
     }
-  });
+    if (used != item.size() || n < 1) throw std::runtime_error("--context: \"" + item + "\" is not a positive integer");
+    out.push_back(double(n));
+  }
+  if (out.empty()) throw std::runtime_error("--context: expected a comma-separated list of lengths");
+  return out;
+}
+
+void run(const ExploreArgs& a) {
+  explore::ReportOptions o;
+  o.contexts = parse_contexts(a.contexts);
+  explore::DecodeKnobs& k = o.knobs;
+  k.weights = explore::parse_precision(a.weights);
+  k.head = explore::parse_precision(a.head.empty() ? a.weights : a.head);
+  k.kv = explore::parse_precision(a.kv);
+  k.engram = explore::parse_precision(a.engram.empty() ? a.weights : a.engram);
+  k.firing_fraction = a.firing;
+  k.v_read_fraction = a.v_read;
+  k.engram_from_storage = a.engram_storage;
+  k.bandwidth_gbs = a.bandwidth;
+
+  std::vector<explore::ModelReport> reports;
+  for (auto& m : a.models) reports.push_back(explore::build_report(resolve_model_config(m), o));
+  if (reports.empty()) throw std::runtime_error("explore: name at least one model (preset, config file or --hf file)");
+
+  std::string text = a.format == "json" ? explore::render_json(reports, o).dump(2) + "\n"
+                     : a.format == "csv" ? explore::render_csv(reports)
+                                         : explore::render_table(reports, o);
+  if (a.output.empty()) std::cout << text;
+  else write_text_atomic(a.output, text);
+  if (!a.svg_dir.empty()) {
+    std::filesystem::create_directories(a.svg_dir);
+    for (auto& [name, svg] : explore::render_charts(reports))
+      write_text_atomic((std::filesystem::path(a.svg_dir) / name).string(), svg);
+  }
+}
+
+}  // namespace
+
+void register_explore(CLI::App& app) {
+  auto* cmd = app.add_subcommand("explore", "parameters, FLOPs, state and bytes read per token, side by side");
+  static ExploreArgs a;
+  cmd->add_option("models", a.models, "presets (" + [] {
+    std::string s;
+    for (auto& n : preset_names()) s += (s.empty() ? "" : ", ") + n;
+    return s;
+  }() + "), config JSON files or model directories");
+  cmd->add_option("--hf", a.hf, "a Hugging Face config.json (repeatable)");
+  cmd->add_option("--context", a.contexts, "comma-separated context lengths")->capture_default_str();
+  cmd->add_option("--weights", a.weights, "weight precision: f32, bf16, int8[:gN], int4[:gN]")->capture_default_str();
+  cmd->add_option("--head", a.head, "LM head precision (default: as --weights)");
+  cmd->add_option("--kv", a.kv, "KV cache precision")->capture_default_str();
+  cmd->add_option("--engram", a.engram, "engram table precision (default: as --weights)");
+  cmd->add_option("--firing", a.firing, "fraction of ReLU^2 neurons that fire (dead_neuron_skip)")
+      ->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  cmd->add_option("--v-read", a.v_read, "fraction of V rows a ReLU^2 attention layer reads (V-skip)")
+      ->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  cmd->add_flag("--engram-storage", a.engram_storage, "engram rows are read from storage, not memory");
+  cmd->add_option("--bandwidth", a.bandwidth, "memory bandwidth in GB/s for the tokens/s ceiling")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--format", a.format, "table, json or csv")->check(CLI::IsMember({"table", "json", "csv"}))
+      ->capture_default_str();
+  cmd->add_option("-o,--output", a.output, "write the report to this file instead of standard output");
+  cmd->add_option("--svg", a.svg_dir, "write SVG charts into this directory");
+  cmd->callback([] { run(a); });
 }
 
 }  // namespace wren::tools
