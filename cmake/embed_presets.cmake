@@ -6,7 +6,7 @@ string(APPEND body "#include <string_view>\n#include <utility>\n#include <vector
 string(APPEND body "namespace wren {\nconst std::vector<std::pair<std::string_view, std::string_view>>& embedded_presets() {\n")
 string(APPEND body "  static const std::vector<std::pair<std::string_view, std::string_view>> presets = {\n")
 foreach(f ${files})
-  get_filename_component(name ${f} NAME_WE)
+  get_filename_component(name ${f} NAME_WLE)  # "llama-3.1-8b.json" -> "llama-3.1-8b"
   file(READ ${f} text)
   string(APPEND body "    {\"${name}\", R\"wrenpreset(${text})wrenpreset\"},\n")
 endforeach()

@@ -32,6 +32,16 @@ struct Rope {
   // Llama-3 style frequency scaling; factor 0 means none.
   double llama3_factor = 0.0, llama3_low_freq = 1.0, llama3_high_freq = 4.0;
   int llama3_original_context = 8192;
+  // Linear position interpolation (Gemma 3 global layers): angles use position / linear_factor.
+  double linear_factor = 1.0;
+  // YaRN (DeepSeek, gpt-oss); factor 0 means none. With m(s, k) = 0.1 k ln s + 1: frequencies
+  // blend interpolation and extrapolation between the beta_fast and beta_slow rotation counts
+  // (ramp ends rounded to whole dimensions unless !yarn_truncate), cos and sin are scaled by
+  // m(f, yarn_mscale) / m(f, yarn_mscale_all_dim), and the softmax scale by m(f, yarn_mscale_all_dim)^2.
+  double yarn_factor = 0.0, yarn_beta_fast = 32.0, yarn_beta_slow = 1.0;
+  double yarn_mscale = 1.0, yarn_mscale_all_dim = 0.0;
+  int yarn_original_context = 4096;
+  bool yarn_truncate = true;
 };
 
 struct MixerSpec {
@@ -45,6 +55,8 @@ struct MixerSpec {
   bool qkv_bias = false, o_bias = false;
   bool sinks = false;        // per-head learned sink logit (gpt-oss)
   bool output_gate = false;  // o *= sigmoid(W_g x) before W_o (gated attention, MLA, GDN)
+  double softcap = 0.0;      // attention: logits become c tanh(logit / c) (Gemma 2); 0 = none
+  double scale = 0.0;        // attention: softmax scale of q.k; 0 = 1 / sqrt(head_dim)
   double relu2_c = 1.0;      // relu2_attention: the constant c in c + sum_j w_j
   int top_k = 1024;          // sparse_reuse: keys chosen by the source layer's scores
   int recent = 128;          // sparse_reuse: most recent positions always selected

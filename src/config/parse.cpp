@@ -38,6 +38,14 @@ Rope parse_rope(JsonReader r) {
   rope.llama3_low_freq = r.number_or("llama3_low_freq", 1.0, 0.0, 1e6);
   rope.llama3_high_freq = r.number_or("llama3_high_freq", 4.0, 0.0, 1e6);
   rope.llama3_original_context = r.integer_or("llama3_original_context", 8192, 1);
+  rope.linear_factor = r.number_or("linear_factor", 1.0, 1e-6, 1e6);
+  rope.yarn_factor = r.number_or("yarn_factor", 0.0, 0.0, 1e6);
+  rope.yarn_beta_fast = r.number_or("yarn_beta_fast", 32.0, 0.0, 1e6);
+  rope.yarn_beta_slow = r.number_or("yarn_beta_slow", 1.0, 0.0, 1e6);
+  rope.yarn_mscale = r.number_or("yarn_mscale", 1.0, 0.0, 1e6);
+  rope.yarn_mscale_all_dim = r.number_or("yarn_mscale_all_dim", 0.0, 0.0, 1e6);
+  rope.yarn_original_context = r.integer_or("yarn_original_context", 4096, 1);
+  rope.yarn_truncate = r.boolean_or("yarn_truncate", true);
   r.finish();
   return rope;
 }
@@ -51,11 +59,16 @@ MixerSpec parse_mixer(JsonReader r) {
   m.head_dim = m.kind == MixerKind::mla ? r.integer_or("head_dim", 0, 0) : r.integer("head_dim", 1);
   m.window = r.integer_or("window", 0, 0);
   if (r.has("rope")) m.rope = parse_rope(r.object("rope"));
-  m.qk_norm = pick(r, "qk_norm", kQkNorms, m.kind == MixerKind::relu2_attention ? QkNorm::head : QkNorm::none);
+  // ReLU^2 and sparse layers score RMS-normalised queries and keys (NOTES.md 1).
+  const bool normalised = m.kind == MixerKind::relu2_attention || m.kind == MixerKind::sparse_reuse;
+  m.qk_norm = pick(r, "qk_norm", kQkNorms, normalised ? QkNorm::head : QkNorm::none);
+  if (normalised && m.qk_norm == QkNorm::none) r.fail("qk_norm", "relu2_attention and sparse_reuse score normalised q and k");
   m.qkv_bias = r.boolean_or("qkv_bias", false);
   m.o_bias = r.boolean_or("o_bias", false);
   m.sinks = r.boolean_or("sinks", false);
   m.output_gate = r.boolean_or("output_gate", false);
+  m.softcap = r.number_or("softcap", 0.0, 0.0, 1e9);
+  m.scale = r.number_or("scale", 0.0, 0.0, 1e9);
   m.relu2_c = r.number_or("relu2_c", 1.0, 0.0, 1e9);
   m.top_k = r.integer_or("top_k", 1024, 1);
   m.recent = r.integer_or("recent", 128, 0);
@@ -331,7 +344,7 @@ Json to_json(const ModelConfig& c) {
     Json x = {{"kind", kMixerKinds[int(m.kind)]}, {"n_heads", m.n_heads}, {"n_kv_heads", m.n_kv_heads},
               {"head_dim", m.head_dim}, {"window", m.window}, {"qk_norm", kQkNorms[int(m.qk_norm)]},
               {"qkv_bias", m.qkv_bias}, {"o_bias", m.o_bias}, {"sinks", m.sinks}, {"output_gate", m.output_gate},
-              {"relu2_c", m.relu2_c}, {"top_k", m.top_k}, {"recent", m.recent}, {"q_lora_rank", m.q_lora_rank},
+              {"softcap", m.softcap}, {"scale", m.scale}, {"relu2_c", m.relu2_c}, {"top_k", m.top_k}, {"recent", m.recent}, {"q_lora_rank", m.q_lora_rank},
               {"kv_lora_rank", m.kv_lora_rank}, {"qk_nope_dim", m.qk_nope_dim}, {"qk_rope_dim", m.qk_rope_dim},
               {"v_head_dim", m.v_head_dim}, {"n_v_heads", m.n_v_heads}, {"conv_kernel", m.conv_kernel},
               {"gate_rank", m.gate_rank}, {"out_gate_rank", m.out_gate_rank}};
@@ -339,7 +352,12 @@ Json to_json(const ModelConfig& c) {
       x["rope"] = {{"theta", m.rope->theta}, {"rotary_dim", m.rope->rotary_dim},
                    {"llama3_factor", m.rope->llama3_factor}, {"llama3_low_freq", m.rope->llama3_low_freq},
                    {"llama3_high_freq", m.rope->llama3_high_freq},
-                   {"llama3_original_context", m.rope->llama3_original_context}};
+                   {"llama3_original_context", m.rope->llama3_original_context},
+                   {"linear_factor", m.rope->linear_factor}, {"yarn_factor", m.rope->yarn_factor},
+                   {"yarn_beta_fast", m.rope->yarn_beta_fast}, {"yarn_beta_slow", m.rope->yarn_beta_slow},
+                   {"yarn_mscale", m.rope->yarn_mscale}, {"yarn_mscale_all_dim", m.rope->yarn_mscale_all_dim},
+                   {"yarn_original_context", m.rope->yarn_original_context},
+                   {"yarn_truncate", m.rope->yarn_truncate}};
     mixers[name] = x;
   }
   j["mixers"] = mixers;

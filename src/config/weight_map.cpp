@@ -126,7 +126,7 @@ void mixer(Builder& b, const std::string& p, const MixerSpec& m, const LayerSpec
         }
       }
       if (m.o_bias) b.vector(p + "bo", d);
-      if (m.qk_norm != QkNorm::none || m.kind != MixerKind::attention) {
+      if (m.qk_norm != QkNorm::none) {
         bool full = m.qk_norm == QkNorm::full;
         b.norm(p + "q_norm", full ? hq * dh : dh);
         if (kv) b.norm(p + "k_norm", full ? hkv * dh : dh);

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "config/hf_config.h"
 #include "config/parse.h"
 #include "explore/report.h"
 #include "tools/commands.h"
@@ -59,6 +60,7 @@ void run(const ExploreArgs& a) {
 
   std::vector<explore::ModelReport> reports;
   for (auto& m : a.models) reports.push_back(explore::build_report(resolve_model_config(m), o));
+  for (auto& h : a.hf) reports.push_back(explore::build_report(load_hf_config(h), o));
   if (reports.empty()) throw std::runtime_error("explore: name at least one model (preset, config file or --hf file)");
 
   std::string text = a.format == "json" ? explore::render_json(reports, o).dump(2) + "\n"

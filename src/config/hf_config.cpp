@@ -1,0 +1,546 @@
+// Hugging Face config.json -> ModelConfig: one small mapping function per model family, built
+// from shared readers for the common parts (model-level fields, GQA attention, RoPE, dense and
+// routed FFNs, per-layer attention kinds, the layer schedule).
+//
+// What is deliberately left out: multi-token-prediction blocks (DeepSeek's
+// num_nextn_predict_layers, Qwen3-Next's mtp_num_hidden_layers) are extra layers used for
+// speculative decoding and training, not part of the main model's forward pass, and the
+// vision towers of multimodal configs (Gemma 3): only the text model is imported.
+#include "config/hf_config.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <functional>
+
+#include "config/parse.h"
+
+namespace wren {
+namespace {
+
+// ---- Field readers with HF semantics (null means absent) ------------------------------
+
+// A shape-deciding integer: required, whatever default the transformers class has.
+int required_int(JsonReader& r, const std::string& key, int64_t min_value = 1) {
+  if (!r.json().contains(key))
+    r.fail(key, "missing required field (expected an integer >= " + std::to_string(min_value) + ")");
+  return r.integer(key, min_value);
+}
+
+// "hidden_act": only the gated activations our FFNs implement.
+Activation read_activation(JsonReader& r, const std::string& key, const std::string& fallback) {
+  std::string a = r.string_or(key, fallback);
+  if (a == "silu" || a == "swish") return Activation::swiglu;
+  if (a == "gelu_pytorch_tanh") return Activation::geglu;
+  r.fail(key, "unsupported activation \"" + a + "\"; expected silu (SwiGLU) or gelu_pytorch_tanh (GeGLU)");
+}
+
+// RoPE scaling: "rope_type" (or the older "type") selects the variant; the rest are its parameters.
+void read_rope_scaling(JsonReader s, Rope& rope, int context_length) {
+  std::string type = s.has("rope_type") ? s.string("rope_type") : s.has("type") ? s.string("type") : "default";
+  if (type == "default") return;
+  if (type == "llama3") {
+    // Wavelengths above original/low_freq are divided by factor, below original/high_freq kept,
+    // and blended in between.
+    rope.llama3_factor = s.number_or("factor", -1.0, 1.0, 1e6);
+    if (rope.llama3_factor < 0) s.fail("factor", "missing required field (expected a number >= 1)");
+    rope.llama3_low_freq = s.number_or("low_freq_factor", 1.0, 1e-6, 1e6);
+    rope.llama3_high_freq = s.number_or("high_freq_factor", 4.0, 1e-6, 1e6);
+    rope.llama3_original_context = required_int(s, "original_max_position_embeddings");
+  } else if (type == "linear") {
+    rope.linear_factor = s.number_or("factor", -1.0, 1e-6, 1e6);
+    if (rope.linear_factor < 0) s.fail("factor", "missing required field (expected a number > 0)");
+  } else if (type == "yarn") {
+    rope.yarn_factor = s.number_or("factor", -1.0, 1.0, 1e6);
+    if (rope.yarn_factor < 0) s.fail("factor", "missing required field (expected a number >= 1)");
+    rope.yarn_original_context = s.integer_or("original_max_position_embeddings", context_length, 1);
+    rope.yarn_beta_fast = s.number_or("beta_fast", 32.0, 0.0, 1e6);
+    rope.yarn_beta_slow = s.number_or("beta_slow", 1.0, 0.0, 1e6);
+    rope.yarn_mscale = s.number_or("mscale", 1.0, 0.0, 1e6);
+    rope.yarn_mscale_all_dim = s.number_or("mscale_all_dim", 0.0, 0.0, 1e6);
+    rope.yarn_truncate = s.boolean_or("truncate", true);
+  } else {
+    s.fail(s.has("rope_type") ? "rope_type" : "type",
+           "unsupported RoPE scaling \"" + type + "\"; supported: default, linear, llama3, yarn");
+  }
+}
+
+// RoPE over `span` dimensions per head: theta, scaling and partial rotation, from either the
+// classic fields (rope_theta, rope_scaling, partial_rotary_factor) or "rope_parameters".
+Rope read_rope(JsonReader& r, int span, double theta_default, int context_length) {
+  Rope rope;
+  double partial = r.number_or("partial_rotary_factor", 1.0, 1e-6, 1.0);
+  if (r.has("rope_parameters")) {
+    JsonReader p = r.object("rope_parameters");
+    rope.theta = p.number_or("rope_theta", theta_default, 1.0, 1e12);
+    partial = p.number_or("partial_rotary_factor", partial, 1e-6, 1.0);
+    read_rope_scaling(p, rope, context_length);
+  } else {
+    rope.theta = r.number_or("rope_theta", theta_default, 1.0, 1e12);
+    if (r.has("rope_scaling")) read_rope_scaling(r.object("rope_scaling"), rope, context_length);
+  }
+  if (partial < 1.0) {
+    double dims = partial * span;
+    int rotary = int(std::lround(dims));
+    if (std::abs(dims - rotary) > 1e-6 || rotary % 2 || rotary == 0)
+      r.fail("partial_rotary_factor", "factor x head_dim " + std::to_string(span) + " = " + std::to_string(dims) +
+                                          " must be an even whole number of dimensions");
+    rope.rotary_dim = rotary;
+  }
+  return rope;
+}
+
+// ---- Model-level fields --------------------------------------------------------------
+
+ModelConfig read_model(JsonReader& r, bool tie_default, double eps_default) {
+  ModelConfig c;
+  c.d_model = required_int(r, "hidden_size");
+  c.vocab_size = required_int(r, "vocab_size");
+  c.context_length = required_int(r, "max_position_embeddings");
+  c.tie_embeddings = r.boolean_or("tie_word_embeddings", tie_default);
+  c.norm.eps = r.number_or("rms_norm_eps", eps_default, 0.0, 1.0);
+  return c;
+}
+
+// ---- Sequence mixers -------------------------------------------------------------------
+
+// Softmax attention with grouped KV heads. num_key_value_heads defaults to the query heads and
+// head_dim to hidden_size / num_attention_heads, as in transformers.
+MixerSpec read_attention(JsonReader& r, const ModelConfig& c, double theta_default) {
+  MixerSpec m;
+  m.n_heads = required_int(r, "num_attention_heads");
+  m.n_kv_heads = r.integer_or("num_key_value_heads", m.n_heads, 1);
+  if (m.n_heads % m.n_kv_heads)
+    r.fail("num_key_value_heads", "num_attention_heads " + std::to_string(m.n_heads) +
+                                      " is not divisible by " + std::to_string(m.n_kv_heads));
+  if (r.has("head_dim")) {
+    m.head_dim = r.integer("head_dim", 1);
+  } else {
+    if (c.d_model % m.n_heads)
+      r.fail("head_dim", "missing, and hidden_size " + std::to_string(c.d_model) +
+                             " is not divisible by num_attention_heads " + std::to_string(m.n_heads));
+    m.head_dim = c.d_model / m.n_heads;
+  }
+  m.rope = read_rope(r, m.head_dim, theta_default, c.context_length);
+  return m;
+}
+
+// Per-layer kind from HF's "layer_types" (each `marked` or `other`; true = marked), else `fallback(i)`.
+std::vector<bool> read_layer_types(JsonReader& r, int n_layers, const std::string& marked, const std::string& other,
+                                   const std::function<bool(int)>& fallback) {
+  std::vector<bool> out(n_layers);
+  if (!r.has("layer_types")) {
+    for (int i = 0; i < n_layers; ++i) out[i] = fallback(i);
+    return out;
+  }
+  const Json& types = r.raw("layer_types");
+  if (!types.is_array() || int(types.size()) != n_layers)
+    r.fail("layer_types", "expected a list of " + std::to_string(n_layers) + " layer types, got " + json_value_text(types));
+  for (int i = 0; i < n_layers; ++i) {
+    out[i] = types[i] == marked;
+    if (!out[i] && types[i] != other)
+      r.fail("layer_types[" + std::to_string(i) + "]",
+             "expected \"" + marked + "\" or \"" + other + "\", got " + json_value_text(types[i]));
+  }
+  return out;
+}
+
+// Which layers use the sliding window; `window` 0 means there are none.
+std::vector<bool> read_sliding_layers(JsonReader& r, int n_layers, int window, const std::function<bool(int)>& sliding) {
+  std::vector<bool> out = read_layer_types(r, n_layers, "sliding_attention", "full_attention",
+                                           [&](int i) { return window > 0 && sliding(i); });
+  if (window == 0 && std::find(out.begin(), out.end(), true) != out.end())
+    r.fail("sliding_window", "layer_types has sliding_attention layers but no sliding_window");
+  return out;
+}
+
+// Qwen: with use_sliding_window, the layers from max_window_layers on use sliding_window.
+std::vector<bool> read_qwen_sliding_layers(JsonReader& r, int n_layers, int& window) {
+  window = r.boolean_or("use_sliding_window", false) ? r.integer_or("sliding_window", 0, 0) : 0;
+  int first = r.integer_or("max_window_layers", n_layers, 0);
+  return read_sliding_layers(r, n_layers, window, [first](int i) { return i >= first; });
+}
+
+// ---- Feed-forward ----------------------------------------------------------------------
+
+FfnSpec dense_ffn(int hidden, Activation a) {
+  FfnSpec f;
+  f.activation = a;
+  f.hidden = hidden;
+  return f;
+}
+
+FfnSpec routed_ffn(JsonReader& r, const std::string& experts_key, const std::string& width_key, Activation a) {
+  FfnSpec f;
+  f.kind = FfnKind::moe;
+  f.activation = a;
+  f.n_experts = required_int(r, experts_key);
+  f.top_k = required_int(r, "num_experts_per_tok");
+  if (f.top_k > f.n_experts)
+    r.fail("num_experts_per_tok", "value " + std::to_string(f.top_k) + " exceeds the " + std::to_string(f.n_experts) + " experts");
+  f.expert_hidden = required_int(r, width_key);
+  return f;
+}
+
+// Qwen's "norm_topk_prob": the chosen softmax scores renormalised to sum 1, or used as they are.
+GateNorm read_topk_norm(JsonReader& r, bool fallback) {
+  return r.boolean_or("norm_topk_prob", fallback) ? GateNorm::normalize : GateNorm::none;
+}
+
+// Qwen MoE placement: layer i is routed unless listed in mlp_only_layers, and only every
+// decoder_sparse_step-th layer. Adds `moe` (and the dense FFN when some layer needs it) to `c`.
+std::vector<bool> add_qwen_ffns(JsonReader& r, ModelConfig& c, int n_layers, const FfnSpec& moe) {
+  int step = r.integer_or("decoder_sparse_step", 1, 1);
+  std::vector<int> dense_only = r.has("mlp_only_layers") ? r.int_list("mlp_only_layers", 0) : std::vector<int>{};
+  std::vector<bool> routed(n_layers);
+  for (int i = 0; i < n_layers; ++i)
+    routed[i] = (i + 1) % step == 0 && std::find(dense_only.begin(), dense_only.end(), i) == dense_only.end();
+  c.ffns.push_back({"moe", moe});
+  if (std::find(routed.begin(), routed.end(), false) != routed.end())
+    c.ffns.push_back({"dense", dense_ffn(required_int(r, "intermediate_size"), moe.activation)});
+  return routed;
+}
+
+// ---- The layer schedule ------------------------------------------------------------------
+
+// Lays out `n_layers` layers naming their mixer and FFN, then drops specs no layer uses.
+void schedule(ModelConfig& c, int n_layers, const std::function<std::pair<std::string, std::string>(int)>& layer) {
+  for (int i = 0; i < n_layers; ++i) {
+    auto [mixer, ffn] = layer(i);
+    c.layers.push_back(LayerSpec{mixer, ffn, {}});
+  }
+  auto used = [&](const std::string& name, bool is_mixer) {
+    return std::any_of(c.layers.begin(), c.layers.end(),
+                       [&](const LayerSpec& l) { return (is_mixer ? l.mixer : l.ffn) == name; });
+  };
+  std::erase_if(c.mixers, [&](const NamedMixer& m) { return !used(m.name, true); });
+  std::erase_if(c.ffns, [&](const NamedFfn& f) { return !used(f.name, false); });
+}
+
+// "attention" and "sliding" mixers (the second with `window`), placed by `sliding_layers`.
+void add_attention_pair(ModelConfig& c, const MixerSpec& full, int window) {
+  MixerSpec local = full;
+  local.window = window;
+  c.mixers.push_back({"attention", full});
+  c.mixers.push_back({"sliding", local});
+}
+
+const char* attention_name(const std::vector<bool>& sliding, int i) { return sliding[i] ? "sliding" : "attention"; }
+
+// ---- Families ----------------------------------------------------------------------------
+
+// Llama / Mistral / Qwen2 / Qwen3: dense GQA transformers differing in biases, QK-norm and windows.
+struct DenseFamily {
+  bool qkv_bias_always = false;  // Qwen2: q, k, v biases, never o
+  bool qk_norm = false;          // Qwen3: RMSNorm over each head of q and k
+  enum class Window { none, mistral, qwen } window = Window::none;
+};
+
+ModelConfig map_dense(JsonReader& r, const DenseFamily& fam) {
+  ModelConfig c = read_model(r, false, 1e-6);
+  const int L = required_int(r, "num_hidden_layers");
+  MixerSpec m = read_attention(r, c, 10000.0);
+  if (fam.qkv_bias_always) {
+    m.qkv_bias = true;
+  } else {
+    m.qkv_bias = m.o_bias = r.boolean_or("attention_bias", false);  // Llama, Qwen3: q, k, v and o
+  }
+  if (fam.qk_norm) m.qk_norm = QkNorm::head;
+  FfnSpec f = dense_ffn(required_int(r, "intermediate_size"), read_activation(r, "hidden_act", "silu"));
+  f.bias = r.boolean_or("mlp_bias", false);
+  c.ffns.push_back({"dense", f});
+
+  int window = 0;
+  std::vector<bool> local;
+  if (fam.window == DenseFamily::Window::qwen) {
+    local = read_qwen_sliding_layers(r, L, window);
+  } else {
+    if (fam.window == DenseFamily::Window::mistral) window = r.integer_or("sliding_window", 0, 0);
+    local = read_sliding_layers(r, L, window, [](int) { return true; });
+  }
+  add_attention_pair(c, m, window);
+  schedule(c, L, [&](int i) { return std::pair{std::string(attention_name(local, i)), std::string("dense")}; });
+  return c;
+}
+
+ModelConfig map_llama(JsonReader& r) { return map_dense(r, {}); }
+ModelConfig map_mistral(JsonReader& r) { return map_dense(r, {.window = DenseFamily::Window::mistral}); }
+ModelConfig map_qwen2(JsonReader& r) { return map_dense(r, {.qkv_bias_always = true, .window = DenseFamily::Window::qwen}); }
+ModelConfig map_qwen3(JsonReader& r) { return map_dense(r, {.qk_norm = true, .window = DenseFamily::Window::qwen}); }
+
+// Mixtral: Mistral attention, every FFN a softmax-routed MoE with the top-k renormalised.
+ModelConfig map_mixtral(JsonReader& r) {
+  ModelConfig c = read_model(r, false, 1e-5);
+  const int L = required_int(r, "num_hidden_layers");
+  MixerSpec m = read_attention(r, c, 1e6);
+  int window = r.integer_or("sliding_window", 0, 0);
+  std::vector<bool> local = read_sliding_layers(r, L, window, [](int) { return true; });
+  add_attention_pair(c, m, window);
+  FfnSpec f = routed_ffn(r, "num_local_experts", "intermediate_size", read_activation(r, "hidden_act", "silu"));
+  f.gates = GateNorm::normalize;
+  c.ffns.push_back({"moe", f});
+  schedule(c, L, [&](int i) { return std::pair{std::string(attention_name(local, i)), std::string("moe")}; });
+  return c;
+}
+
+// Qwen3-MoE: Qwen3 attention; routed FFNs except in mlp_only_layers.
+ModelConfig map_qwen3_moe(JsonReader& r) {
+  ModelConfig c = read_model(r, false, 1e-6);
+  const int L = required_int(r, "num_hidden_layers");
+  MixerSpec m = read_attention(r, c, 10000.0);
+  m.qk_norm = QkNorm::head;
+  m.qkv_bias = m.o_bias = r.boolean_or("attention_bias", false);
+  int window = 0;
+  std::vector<bool> local = read_qwen_sliding_layers(r, L, window);
+  add_attention_pair(c, m, window);
+  FfnSpec moe = routed_ffn(r, "num_experts", "moe_intermediate_size", read_activation(r, "hidden_act", "silu"));
+  moe.gates = read_topk_norm(r, false);
+  std::vector<bool> routed = add_qwen_ffns(r, c, L, moe);
+  schedule(c, L, [&](int i) { return std::pair{std::string(attention_name(local, i)), std::string(routed[i] ? "moe" : "dense")}; });
+  return c;
+}
+
+// Qwen3-Next: Gated DeltaNet layers ("linear_attention") with gated full attention every
+// full_attention_interval-th layer; RMSNorm gains are zero-centred (applied as 1 + w); routed
+// experts plus one shared expert scaled by sigmoid(w . x).
+ModelConfig map_qwen3_next(JsonReader& r) {
+  ModelConfig c = read_model(r, false, 1e-6);
+  c.norm.unit_offset = true;
+  const int L = required_int(r, "num_hidden_layers");
+  MixerSpec full = read_attention(r, c, 10000.0);
+  full.qk_norm = QkNorm::head;
+  full.output_gate = true;  // q_proj emits the query and a per-channel gate: o *= sigmoid(g)
+  full.qkv_bias = full.o_bias = r.boolean_or("attention_bias", false);
+  MixerSpec gdn;
+  gdn.kind = MixerKind::gdn;
+  gdn.n_heads = required_int(r, "linear_num_key_heads");
+  gdn.n_v_heads = required_int(r, "linear_num_value_heads");
+  gdn.head_dim = required_int(r, "linear_key_head_dim");
+  gdn.v_head_dim = required_int(r, "linear_value_head_dim");
+  gdn.conv_kernel = r.integer_or("linear_conv_kernel_dim", 4, 1, 64);
+  gdn.output_gate = true;  // z: o = RMSNorm(o) * silu(W_z x)
+  c.mixers.push_back({"attention", full});
+  c.mixers.push_back({"gdn", gdn});
+
+  int interval = r.integer_or("full_attention_interval", 4, 1);
+  std::vector<bool> linear = read_layer_types(r, L, "linear_attention", "full_attention",
+                                              [&](int i) { return (i + 1) % interval != 0; });
+
+  FfnSpec moe = routed_ffn(r, "num_experts", "moe_intermediate_size", read_activation(r, "hidden_act", "silu"));
+  moe.gates = read_topk_norm(r, true);
+  moe.shared_hidden = r.integer_or("shared_expert_intermediate_size", 0, 0);
+  moe.n_shared = moe.shared_hidden ? 1 : 0;
+  moe.shared_gate = moe.n_shared == 1;
+  std::vector<bool> routed = add_qwen_ffns(r, c, L, moe);
+  schedule(c, L, [&](int i) {
+    return std::pair{std::string(linear[i] ? "gdn" : "attention"), std::string(routed[i] ? "moe" : "dense")};
+  });
+  return c;
+}
+
+// DeepSeek-V2 / V3: MLA everywhere; dense FFNs for the first first_k_dense_replace layers, then
+// routed experts every moe_layer_freq-th layer with shared experts beside them.
+ModelConfig map_deepseek(JsonReader& r, bool v3) {
+  ModelConfig c = read_model(r, false, 1e-6);
+  const int L = required_int(r, "num_hidden_layers");
+  if (r.boolean_or("attention_bias", false)) r.fail("attention_bias", "MLA projections with biases are not supported (expected false)");
+  MixerSpec m;
+  m.kind = MixerKind::mla;
+  m.n_heads = required_int(r, "num_attention_heads");
+  m.q_lora_rank = r.integer_or("q_lora_rank", 0, 0);  // null: queries projected straight from x
+  m.kv_lora_rank = required_int(r, "kv_lora_rank");
+  m.qk_nope_dim = required_int(r, "qk_nope_head_dim", 0);
+  m.qk_rope_dim = required_int(r, "qk_rope_head_dim");
+  m.v_head_dim = required_int(r, "v_head_dim");
+  m.rope = read_rope(r, m.qk_rope_dim, 10000.0, c.context_length);
+  c.mixers.push_back({"mla", m});
+
+  Activation act = read_activation(r, "hidden_act", "silu");
+  c.ffns.push_back({"dense", dense_ffn(required_int(r, "intermediate_size"), act)});
+  const bool routed = r.has("n_routed_experts");
+  if (routed) {
+    FfnSpec f = routed_ffn(r, "n_routed_experts", "moe_intermediate_size", act);
+    f.n_shared = r.integer_or("n_shared_experts", 0, 0);
+    f.shared_hidden = f.n_shared ? f.expert_hidden : 0;  // one MLP of width n_shared x moe_intermediate_size
+    f.score = RouterScore(r.choice_or("scoring_func", {"softmax", "sigmoid"}, v3 ? 1 : 0));
+    f.gates = r.boolean_or("norm_topk_prob", v3) ? GateNorm::normalize : GateNorm::none;
+    f.routed_scale = r.number_or("routed_scaling_factor", 1.0, 0.0, 1e6);
+    // greedy: plain top-k; group_limited_greedy: top-k within the topk_group best of n_group
+    // groups; noaux_tc: the same with per-expert selection biases (e_score_correction_bias).
+    int method = r.choice_or("topk_method", {"greedy", "group_limited_greedy", "noaux_tc"}, v3 ? 2 : 0);
+    if (method > 0) {
+      f.n_groups = r.integer_or("n_group", 1, 1);
+      f.topk_groups = r.integer_or("topk_group", 1, 1, f.n_groups);
+      if (f.n_experts % f.n_groups) r.fail("n_group", "n_routed_experts is not divisible by n_group " + std::to_string(f.n_groups));
+    }
+    f.balance_bias = method == 2;
+    c.ffns.push_back({"moe", f});
+  }
+  int first_moe = r.integer_or("first_k_dense_replace", 0, 0);
+  int freq = r.integer_or("moe_layer_freq", 1, 1);
+  schedule(c, L, [&](int i) {
+    bool moe = routed && i >= first_moe && i % freq == 0;
+    return std::pair{std::string("mla"), std::string(moe ? "moe" : "dense")};
+  });
+  return c;
+}
+
+ModelConfig map_deepseek_v2(JsonReader& r) { return map_deepseek(r, false); }
+ModelConfig map_deepseek_v3(JsonReader& r) { return map_deepseek(r, true); }
+
+// Gemma 2 / 3: embeddings scaled by sqrt(d), RMSNorm gains as (1 + w) before and after each
+// block, GeGLU, tied head; local (sliding) and global layers alternate. Gemma 2 soft-caps
+// attention and final logits; Gemma 3 adds per-head QK-norm and a separate RoPE base for local layers.
+ModelConfig map_gemma(JsonReader& r, int version) {
+  ModelConfig c = read_model(r, true, 1e-6);
+  const int L = required_int(r, "num_hidden_layers");
+  c.embedding_scale = std::sqrt(double(c.d_model));
+  c.norm.placement = NormPlacement::sandwich;
+  c.norm.unit_offset = true;
+  c.logit_softcap = r.number_or("final_logit_softcapping", 0.0, 0.0, 1e9);
+  MixerSpec global = read_attention(r, c, version == 2 ? 10000.0 : 1e6);
+  global.softcap = r.number_or("attn_logit_softcapping", 0.0, 0.0, 1e9);
+  double query_scalar = r.number_or("query_pre_attn_scalar", global.head_dim, 1e-6, 1e9);
+  if (query_scalar != global.head_dim) global.scale = 1.0 / std::sqrt(query_scalar);
+  if (version == 3) global.qk_norm = QkNorm::head;
+  int window = required_int(r, "sliding_window");
+  MixerSpec local = global;
+  local.window = window;
+  if (version == 3) local.rope = Rope{.theta = r.number_or("rope_local_base_freq", 10000.0, 1.0, 1e12)};  // unscaled
+  c.mixers.push_back({"global", global});
+  c.mixers.push_back({"local", local});
+
+  // Gemma 2: even layers local; Gemma 3: every sliding_window_pattern-th layer global.
+  int pattern = version == 2 ? 2 : r.integer_or("sliding_window_pattern", 6, 1);
+  std::vector<bool> sliding = read_sliding_layers(r, L, window, [&](int i) {
+    return version == 2 ? i % 2 == 0 : (i + 1) % pattern != 0;
+  });
+  c.ffns.push_back({"dense", dense_ffn(required_int(r, "intermediate_size"), read_activation(r, "hidden_activation", "gelu_pytorch_tanh"))});
+  schedule(c, L, [&](int i) { return std::pair{std::string(sliding[i] ? "local" : "global"), std::string("dense")}; });
+  return c;
+}
+
+ModelConfig map_gemma2(JsonReader& r) { return map_gemma(r, 2); }
+ModelConfig map_gemma3_text(JsonReader& r) { return map_gemma(r, 3); }
+
+// The Gemma3TextConfig defaults: a multimodal config's text_config lists only the fields that differ.
+Json gemma3_text_defaults() {
+  return Json{{"vocab_size", 262208}, {"hidden_size", 2304}, {"intermediate_size", 9216},
+              {"num_hidden_layers", 26}, {"num_attention_heads", 8}, {"num_key_value_heads", 4},
+              {"head_dim", 256}, {"max_position_embeddings", 131072}, {"rms_norm_eps", 1e-6},
+              {"rope_theta", 1000000.0}, {"rope_local_base_freq", 10000.0}, {"query_pre_attn_scalar", 256},
+              {"sliding_window", 4096}, {"sliding_window_pattern", 6}, {"tie_word_embeddings", true},
+              {"hidden_activation", "gelu_pytorch_tanh"}};
+}
+
+// OLMoE: MHA with RMSNorm over the whole q and k projections, 64 softmax-routed experts, no renormalisation.
+ModelConfig map_olmoe(JsonReader& r) {
+  ModelConfig c = read_model(r, false, 1e-5);
+  const int L = required_int(r, "num_hidden_layers");
+  MixerSpec m = read_attention(r, c, 10000.0);
+  m.qk_norm = QkNorm::full;
+  m.qkv_bias = m.o_bias = r.boolean_or("attention_bias", false);
+  if (r.has("clip_qkv")) r.fail("clip_qkv", "clipping of q, k, v is not supported (expected null)");
+  c.mixers.push_back({"attention", m});
+  FfnSpec f = routed_ffn(r, "num_experts", "intermediate_size", read_activation(r, "hidden_act", "silu"));
+  f.gates = read_topk_norm(r, false);
+  c.ffns.push_back({"moe", f});
+  schedule(c, L, [](int) { return std::pair{std::string("attention"), std::string("moe")}; });
+  return c;
+}
+
+// gpt-oss: alternating banded (sliding) and full attention with biases and a learned sink
+// logit per head; experts with biases and the clamped SwiGLU; softmax over the chosen router logits.
+ModelConfig map_gpt_oss(JsonReader& r) {
+  ModelConfig c = read_model(r, false, 1e-5);
+  const int L = required_int(r, "num_hidden_layers");
+  MixerSpec m = read_attention(r, c, 150000.0);
+  m.qkv_bias = m.o_bias = r.boolean_or("attention_bias", true);
+  m.sinks = true;
+  int window = required_int(r, "sliding_window");
+  std::vector<bool> local = read_sliding_layers(r, L, window, [](int i) { return i % 2 == 0; });
+  add_attention_pair(c, m, window);
+  double limit = r.number_or("swiglu_limit", 7.0, 0.0, 1e9);
+  if (limit != 7.0) r.fail("swiglu_limit", "swiglu_oai clamps at 7.0; other limits are not supported");
+  FfnSpec f = routed_ffn(r, "num_local_experts", "intermediate_size", Activation::swiglu_oai);
+  f.bias = true;
+  f.router_bias = true;
+  f.gates = GateNorm::softmax_topk;
+  c.ffns.push_back({"moe", f});
+  schedule(c, L, [&](int i) { return std::pair{std::string(attention_name(local, i)), std::string("moe")}; });
+  return c;
+}
+
+// ---- Dispatch ----------------------------------------------------------------------------
+
+using Mapper = ModelConfig (*)(JsonReader&);
+const std::vector<std::pair<std::string, Mapper>>& families() {
+  static const std::vector<std::pair<std::string, Mapper>> list = {
+      {"llama", map_llama},         {"mistral", map_mistral},         {"mixtral", map_mixtral},
+      {"qwen2", map_qwen2},         {"qwen3", map_qwen3},             {"qwen3_moe", map_qwen3_moe},
+      {"qwen3_next", map_qwen3_next}, {"deepseek_v2", map_deepseek_v2}, {"deepseek_v3", map_deepseek_v3},
+      {"gemma2", map_gemma2},       {"gemma3_text", map_gemma3_text}, {"olmoe", map_olmoe},
+      {"gpt_oss", map_gpt_oss},
+  };
+  return list;
+}
+
+// "_name_or_path" without its organisation or directory, else the file name (the model
+// directory's name for a file called config.json).
+std::string model_name(JsonReader& r, const std::string& origin) {
+  namespace fs = std::filesystem;
+  std::string path = r.string_or("_name_or_path", "");
+  while (!path.empty() && path.back() == '/') path.pop_back();
+  if (!path.empty()) return fs::path(path).filename().string();
+  fs::path file(origin);
+  if (file.stem() == "config" && file.has_parent_path()) return file.parent_path().filename().string();
+  return file.stem().string();
+}
+
+}  // namespace
+
+const std::vector<std::string>& hf_model_types() {
+  static const std::vector<std::string> types = [] {
+    std::vector<std::string> t;
+    for (auto& [type, map] : families()) t.push_back(type);
+    t.push_back("gemma3");
+    return t;
+  }();
+  return types;
+}
+
+ModelConfig import_hf_config(const Json& j, const std::string& origin) {
+  JsonReader r(j, origin, "");
+  const std::string type = r.string("model_type");
+  ModelConfig c;
+  if (type == "gemma3") {
+    // Multimodal Gemma 3: the text model lives in text_config, over the Gemma3TextConfig defaults.
+    JsonReader text = r.object("text_config");
+    std::string inner = text.string_or("model_type", "gemma3_text");
+    if (inner != "gemma3_text") text.fail("model_type", "expected \"gemma3_text\", got \"" + inner + "\"");
+    Json merged = gemma3_text_defaults();
+    merged.update(text.json());
+    JsonReader t(merged, origin, "text_config");
+    c = map_gemma3_text(t);
+  } else {
+    auto it = std::find_if(families().begin(), families().end(), [&](auto& f) { return f.first == type; });
+    if (it == families().end()) {
+      std::string list;
+      for (auto& t : hf_model_types()) list += (list.empty() ? "" : ", ") + t;
+      r.fail("model_type", "unknown model_type \"" + type + "\"; supported: " + list);
+    }
+    c = it->second(r);
+  }
+  c.name = model_name(r, origin);
+  validate_model_config(c, origin);
+  return c;
+}
+
+ModelConfig load_hf_config(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::string file = fs::is_directory(path, ec) ? (fs::path(path) / "config.json").string() : path;
+  return import_hf_config(parse_json_file(file), file);
+}
+
+}  // namespace wren

@@ -1,0 +1,328 @@
+// Hugging Face config.json import: parameter totals against published figures, the mapping of
+// each family's features, the presets made from the fixtures, and the errors for bad input.
+//
+// Fixtures (tests/fixtures/hf/) are the published config.json files of the models, reproduced
+// from the model repositories. Totals count every tensor of build_weight_map(config).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include <unistd.h>
+
+#include "config/hf_config.h"
+#include "config/parse.h"
+#include "config/weight_map.h"
+
+namespace wren {
+namespace {
+
+std::string fixture(const std::string& name) { return std::string(WREN_SOURCE_DIR) + "/tests/fixtures/hf/" + name + ".json"; }
+
+int64_t total_parameters(const ModelConfig& c) {
+  int64_t n = 0;
+  for (const TensorInfo& t : build_weight_map(c).tensors) n += t.numel();
+  return n;
+}
+
+// The message of the ConfigError thrown by importing `j` ("" when none is thrown).
+std::string import_error(const Json& j) {
+  try {
+    import_hf_config(j, "test.json");
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+Json fixture_json(const std::string& name) { return parse_json_file(fixture(name)); }
+
+// ---- Totals ----------------------------------------------------------------------------
+// Where the figure is safetensors "total_size" / 2, the checkpoint is stored in bf16 throughout.
+
+struct Published {
+  const char* fixture;
+  int64_t total;
+};
+
+TEST(HfConfigTotals, MatchPublishedFigures) {
+  // SigLIP so400m vision tower of Gemma 3 4B (27 layers, width 1152, MLP 4304, 896 px / 14 px
+  // patches) and the projector into the text model; the published total counts both.
+  const int64_t v = 1152, vm = 4304;
+  const int64_t siglip = (v * 3 * 14 * 14 + v) + 64 * 64 * v +
+                         27 * (4 * (v * v + v) + 4 * v + (v * vm + vm) + (vm * v + v)) + 2 * v;
+  const int64_t projector = v * 2560 + v;
+  const Published cases[] = {
+      {"llama-3.1-8b", 8'030'261'248},        // index total_size 16,060,522,496 / 2
+      {"olmoe-1b-7b-0924", 6'919'161'856},    // model card; fp32 checkpoint
+      {"deepseek-v2-lite", 15'706'484'224},   // index total_size 31,412,968,448 / 2
+      {"qwen3-30b-a3b", 30'532'122'624},      // index total_size 61,064,245,248 / 2
+      {"mixtral-8x7b-v0.1", 46'702'792'704},  // index total_size 93,405,585,408 / 2
+      {"gpt-oss-20b", 20'914'757'184},        // GGUF general.parameter_count (checkpoint is MXFP4)
+      {"gemma-2-2b-it", 2'614'341'888},       // index total_size 5,228,683,776 / 2
+      {"qwen3-8b", 8'190'735'360},            // index total_size 16,381,470,720 / 2
+      {"mistral-7b-v0.1", 7'241'732'096},     // index total_size 14,483,464,192 / 2
+      {"qwen2.5-7b", 7'615'616'512},          // index total_size 15,231,233,024 / 2
+      {"gemma-3-1b-pt", 999'885'952},         // index total_size 1,999,771,904 / 2
+      // Text model only: index total_size 8,600,158,944 / 2, less the vision tower and projector.
+      {"gemma-3-4b-it", 4'300'079'472 - siglip - projector},
+      // The Instruct checkpoint holds 81,324,862,720 including its multi-token-prediction
+      // block; the main model alone (as in Qwen3-Coder-Next, same shapes, and llama.cpp) is this.
+      {"qwen3-next-80b-a3b-instruct", 79'674'391'296},
+      // DeepSeek-R1 (V3 shapes) tensor listing: 684,531,386,000 numbers, of which the MTP layer
+      // holds 13,463,426,304 and the FP8 block scales 41,540,496; the rest is the main model.
+      {"deepseek-v3", 671'026'419'200},
+  };
+  EXPECT_EQ(siglip, 416'866'032);
+  for (const Published& p : cases) EXPECT_EQ(total_parameters(load_hf_config(fixture(p.fixture))), p.total) << p.fixture;
+}
+
+TEST(HfConfigTotals, EveryModelTypeHasAFixture) {
+  std::set<std::string> seen;
+  for (auto& entry : std::filesystem::directory_iterator(std::string(WREN_SOURCE_DIR) + "/tests/fixtures/hf"))
+    seen.insert(parse_json_file(entry.path().string())["model_type"].get<std::string>());
+  for (const std::string& type : hf_model_types()) EXPECT_TRUE(seen.count(type)) << type;
+}
+
+// ---- Presets equal the import of their fixture ---------------------------------------------
+
+TEST(HfConfigPresets, EqualTheImportedFixture) {
+  const std::pair<const char*, const char*> pairs[] = {
+      {"llama-3.1-8b", "llama-3.1-8b"},
+      {"olmoe-1b-7b", "olmoe-1b-7b-0924"},
+      {"deepseek-v2-lite", "deepseek-v2-lite"},
+      {"qwen3-30b-a3b", "qwen3-30b-a3b"},
+  };
+  for (auto [preset, file] : pairs) {
+    ModelConfig p = load_preset(preset), h = load_hf_config(fixture(file));
+    EXPECT_EQ(total_parameters(p), total_parameters(h)) << preset;
+    h.name = p.name;
+    EXPECT_EQ(to_json(p), to_json(h)) << preset;
+  }
+  EXPECT_EQ(total_parameters(load_preset("llama-3.1-8b")), 8'030'261'248);
+  EXPECT_EQ(total_parameters(load_preset("olmoe-1b-7b")), 6'919'161'856);
+  EXPECT_EQ(total_parameters(load_preset("deepseek-v2-lite")), 15'706'484'224);
+}
+
+// ---- Mapping of each family's features -------------------------------------------------------
+
+TEST(HfConfigMapping, LlamaQwenMistralMixtral) {
+  ModelConfig llama = load_hf_config(fixture("llama-3.1-8b"));
+  EXPECT_EQ(llama.name, "llama-3.1-8b");
+  const MixerSpec& a = llama.mixer(0);
+  EXPECT_EQ(a.n_heads, 32);
+  EXPECT_EQ(a.n_kv_heads, 8);
+  EXPECT_EQ(a.head_dim, 128);
+  EXPECT_DOUBLE_EQ(a.rope->theta, 500000.0);
+  EXPECT_DOUBLE_EQ(a.rope->llama3_factor, 8.0);
+  EXPECT_EQ(a.rope->llama3_original_context, 8192);
+  EXPECT_FALSE(llama.tie_embeddings);
+  EXPECT_DOUBLE_EQ(llama.norm.eps, 1e-5);
+
+  ModelConfig qwen2 = load_hf_config(fixture("qwen2.5-7b"));
+  EXPECT_TRUE(qwen2.mixer(0).qkv_bias);
+  EXPECT_FALSE(qwen2.mixer(0).o_bias);
+  EXPECT_EQ(qwen2.mixer(27).window, 0);  // use_sliding_window is false
+
+  EXPECT_EQ(load_hf_config(fixture("qwen3-8b")).mixer(0).qk_norm, QkNorm::head);
+
+  ModelConfig mistral = load_hf_config(fixture("mistral-7b-v0.1"));
+  for (int i = 0; i < mistral.n_layers(); ++i) EXPECT_EQ(mistral.mixer(i).window, 4096);
+
+  ModelConfig mixtral = load_hf_config(fixture("mixtral-8x7b-v0.1"));
+  const FfnSpec& f = mixtral.ffn(5);
+  EXPECT_EQ(f.kind, FfnKind::moe);
+  EXPECT_EQ(f.n_experts, 8);
+  EXPECT_EQ(f.top_k, 2);
+  EXPECT_EQ(f.gates, GateNorm::normalize);
+  EXPECT_EQ(mixtral.mixer(0).window, 0);  // sliding_window is null
+
+  ModelConfig qmoe = load_hf_config(fixture("qwen3-30b-a3b"));
+  EXPECT_EQ(qmoe.ffn(0).expert_hidden, 768);
+  EXPECT_EQ(qmoe.ffn(0).gates, GateNorm::normalize);
+  EXPECT_EQ(qmoe.ffns.size(), 1u);  // no mlp_only_layers: the dense width is unused
+}
+
+TEST(HfConfigMapping, Gemma) {
+  ModelConfig g2 = load_hf_config(fixture("gemma-2-2b-it"));
+  EXPECT_TRUE(g2.tie_embeddings);
+  EXPECT_EQ(g2.norm.placement, NormPlacement::sandwich);
+  EXPECT_TRUE(g2.norm.unit_offset);
+  EXPECT_DOUBLE_EQ(g2.embedding_scale, 48.0);  // sqrt(2304)
+  EXPECT_DOUBLE_EQ(g2.logit_softcap, 30.0);
+  EXPECT_DOUBLE_EQ(g2.mixer(0).softcap, 50.0);
+  EXPECT_EQ(g2.mixer(0).window, 4096);  // even layers local
+  EXPECT_EQ(g2.mixer(1).window, 0);
+  EXPECT_EQ(g2.ffn(0).activation, Activation::geglu);
+  EXPECT_EQ(g2.mixer(0).scale, 0.0);  // query_pre_attn_scalar = head_dim
+
+  ModelConfig g3 = load_hf_config(fixture("gemma-3-1b-pt"));
+  for (int i = 0; i < g3.n_layers(); ++i) {
+    bool global = (i + 1) % 6 == 0;
+    EXPECT_EQ(g3.mixer(i).window, global ? 0 : 512) << i;
+    EXPECT_DOUBLE_EQ(g3.mixer(i).rope->theta, global ? 1e6 : 1e4) << i;
+    EXPECT_EQ(g3.mixer(i).qk_norm, QkNorm::head);
+  }
+  EXPECT_EQ(g3.logit_softcap, 0.0);
+
+  ModelConfig g3mm = load_hf_config(fixture("gemma-3-4b-it"));  // text_config over the defaults
+  EXPECT_EQ(g3mm.name, "gemma-3-4b-it");
+  EXPECT_EQ(g3mm.n_layers(), 34);
+  EXPECT_EQ(g3mm.vocab_size, 262208);
+  EXPECT_EQ(g3mm.mixer(5).n_heads, 8);
+  EXPECT_DOUBLE_EQ(g3mm.mixer(5).rope->linear_factor, 8.0);  // global layers only
+  EXPECT_DOUBLE_EQ(g3mm.mixer(0).rope->linear_factor, 1.0);
+  EXPECT_EQ(g3mm.mixer(0).window, 1024);
+}
+
+TEST(HfConfigMapping, OlmoeAndGptOss) {
+  ModelConfig olmoe = load_hf_config(fixture("olmoe-1b-7b-0924"));
+  EXPECT_EQ(olmoe.mixer(0).qk_norm, QkNorm::full);
+  EXPECT_EQ(olmoe.ffn(0).gates, GateNorm::none);
+  EXPECT_EQ(olmoe.ffn(0).expert_hidden, 1024);
+
+  ModelConfig oss = load_hf_config(fixture("gpt-oss-20b"));
+  const MixerSpec& m = oss.mixer(0);
+  EXPECT_TRUE(m.sinks && m.qkv_bias && m.o_bias);
+  EXPECT_EQ(oss.mixer(0).window, 128);
+  EXPECT_EQ(oss.mixer(1).window, 0);
+  EXPECT_DOUBLE_EQ(m.rope->yarn_factor, 32.0);
+  EXPECT_FALSE(m.rope->yarn_truncate);
+  const FfnSpec& f = oss.ffn(0);
+  EXPECT_EQ(f.activation, Activation::swiglu_oai);
+  EXPECT_TRUE(f.bias && f.router_bias);
+  EXPECT_EQ(f.gates, GateNorm::softmax_topk);
+  EXPECT_EQ(f.top_k, 4);
+}
+
+TEST(HfConfigMapping, Qwen3NextHybrid) {
+  ModelConfig c = load_hf_config(fixture("qwen3-next-80b-a3b-instruct"));
+  EXPECT_TRUE(c.norm.unit_offset);
+  for (int i = 0; i < c.n_layers(); ++i)
+    EXPECT_EQ(c.mixer(i).kind, (i + 1) % 4 == 0 ? MixerKind::attention : MixerKind::gdn) << i;
+  const MixerSpec& gdn = c.mixer(0);
+  EXPECT_EQ(gdn.n_heads, 16);
+  EXPECT_EQ(gdn.n_v_heads, 32);
+  EXPECT_EQ(gdn.head_dim, 128);
+  EXPECT_EQ(gdn.v_head_dim, 128);
+  EXPECT_EQ(gdn.conv_kernel, 4);
+  const MixerSpec& full = c.mixer(3);
+  EXPECT_TRUE(full.output_gate);
+  EXPECT_EQ(full.head_dim, 256);
+  EXPECT_EQ(full.rope->rotary_dim, 64);  // partial_rotary_factor 0.25
+  const FfnSpec& f = c.ffn(0);
+  EXPECT_EQ(f.n_shared, 1);
+  EXPECT_EQ(f.shared_hidden, 512);
+  EXPECT_TRUE(f.shared_gate);
+  EXPECT_EQ(f.top_k, 10);
+}
+
+TEST(HfConfigMapping, DeepSeek) {
+  ModelConfig lite = load_hf_config(fixture("deepseek-v2-lite"));
+  EXPECT_EQ(lite.ffn(0).kind, FfnKind::dense);
+  EXPECT_EQ(lite.ffn(1).kind, FfnKind::moe);
+  const MixerSpec& m = lite.mixer(0);
+  EXPECT_EQ(m.kind, MixerKind::mla);
+  EXPECT_EQ(m.q_lora_rank, 0);
+  EXPECT_EQ(m.kv_lora_rank, 512);
+  EXPECT_DOUBLE_EQ(m.rope->yarn_mscale_all_dim, 0.707);
+  EXPECT_FALSE(lite.ffn(1).balance_bias);
+  EXPECT_EQ(lite.ffn(1).n_groups, 1);
+
+  ModelConfig v3 = load_hf_config(fixture("deepseek-v3"));
+  EXPECT_EQ(v3.n_layers(), 61);  // the MTP layer is not part of the main model
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(v3.ffn(i).kind, i < 3 ? FfnKind::dense : FfnKind::moe);
+  const FfnSpec& f = v3.ffn(3);
+  EXPECT_EQ(f.score, RouterScore::sigmoid);
+  EXPECT_EQ(f.gates, GateNorm::normalize);
+  EXPECT_TRUE(f.balance_bias);
+  EXPECT_EQ(f.n_groups, 8);
+  EXPECT_EQ(f.topk_groups, 4);
+  EXPECT_DOUBLE_EQ(f.routed_scale, 2.5);
+  EXPECT_EQ(v3.mixer(0).q_lora_rank, 1536);
+}
+
+TEST(HfConfigMapping, Names) {
+  Json j = fixture_json("qwen3-8b");
+  j["_name_or_path"] = "Qwen/Qwen3-8B";
+  EXPECT_EQ(import_hf_config(j, "whatever.json").name, "Qwen3-8B");
+  // A model directory: config.json named after its directory.
+  auto dir = std::filesystem::temp_directory_path() / ("wren_hf_" + std::to_string(::getpid())) / "My-Model";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "config.json") << fixture_json("mistral-7b-v0.1").dump();
+  EXPECT_EQ(load_hf_config(dir.string()).name, "My-Model");
+  std::filesystem::remove_all(dir.parent_path());
+}
+
+// ---- Errors name the file, the field and what was expected -------------------------------------
+
+TEST(HfConfigErrors, UnknownModelType) {
+  std::string e = import_error(Json{{"model_type", "foo"}});
+  EXPECT_NE(e.find("test.json"), std::string::npos) << e;
+  EXPECT_NE(e.find("unknown model_type \"foo\"; supported: llama"), std::string::npos) << e;
+  EXPECT_NE(e.find("gpt_oss"), std::string::npos) << e;
+  e = import_error(Json{{"hidden_size", 8}});
+  EXPECT_NE(e.find("model_type: missing required field"), std::string::npos) << e;
+}
+
+TEST(HfConfigErrors, MissingRequiredField) {
+  Json j = fixture_json("llama-3.1-8b");
+  j.erase("hidden_size");
+  std::string e = import_error(j);
+  EXPECT_NE(e.find("test.json: hidden_size: missing required field (expected an integer >= 1)"), std::string::npos) << e;
+  j = fixture_json("deepseek-v2-lite");
+  j.erase("kv_lora_rank");
+  EXPECT_NE(import_error(j).find("kv_lora_rank: missing required field"), std::string::npos);
+  j = fixture_json("llama-3.1-8b");
+  j["rope_scaling"].erase("factor");
+  EXPECT_NE(import_error(j).find("rope_scaling.factor: missing required field"), std::string::npos) << import_error(j);
+}
+
+TEST(HfConfigErrors, WrongType) {
+  Json j = fixture_json("qwen3-30b-a3b");
+  j["num_hidden_layers"] = "48";
+  std::string e = import_error(j);
+  EXPECT_NE(e.find("num_hidden_layers: expected an integer, got \"48\" (string)"), std::string::npos) << e;
+  j = fixture_json("gemma-3-4b-it");
+  j["text_config"]["num_hidden_layers"] = 34.5;
+  e = import_error(j);
+  EXPECT_NE(e.find("text_config.num_hidden_layers: expected an integer"), std::string::npos) << e;
+  j["text_config"] = "none";
+  EXPECT_NE(import_error(j).find("text_config: expected an object"), std::string::npos) << import_error(j);
+  j = fixture_json("gpt-oss-20b");
+  j["layer_types"] = Json::array({"sliding_attention"});
+  EXPECT_NE(import_error(j).find("layer_types: expected a list of 24 layer types"), std::string::npos) << import_error(j);
+}
+
+TEST(HfConfigErrors, UnsupportedFeatures) {
+  Json j = fixture_json("llama-3.1-8b");
+  j["rope_scaling"]["rope_type"] = "dynamic";
+  std::string e = import_error(j);
+  EXPECT_NE(e.find("rope_scaling.rope_type: unsupported RoPE scaling \"dynamic\""), std::string::npos) << e;
+  j = fixture_json("llama-3.1-8b");
+  j["hidden_act"] = "relu";
+  EXPECT_NE(import_error(j).find("hidden_act: unsupported activation \"relu\""), std::string::npos);
+  j = fixture_json("olmoe-1b-7b-0924");
+  j["clip_qkv"] = 8.0;
+  EXPECT_NE(import_error(j).find("clip_qkv"), std::string::npos);
+  j = fixture_json("mixtral-8x7b-v0.1");
+  j["num_experts_per_tok"] = 9;
+  EXPECT_NE(import_error(j).find("num_experts_per_tok: value 9 exceeds the 8 experts"), std::string::npos) << import_error(j);
+  j = fixture_json("deepseek-v3");
+  j["topk_method"] = "random";
+  EXPECT_NE(import_error(j).find("topk_method: unknown value \"random\""), std::string::npos) << import_error(j);
+}
+
+TEST(HfConfigErrors, UnreadableFile) {
+  try {
+    load_hf_config("/nonexistent/wren/config.json");
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/wren/config.json"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace wren
