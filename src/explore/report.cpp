@@ -176,8 +176,16 @@ std::string render_table(const std::vector<ModelReport>& reports, const ReportOp
   s << "decode bytes at weights " << k.weights.name << ", LM head " << k.head.name << ", KV " << k.kv.name << ", engram "
     << k.engram.name << "; ReLU^2 firing fraction " << k.firing_fraction << ", V rows read " << k.v_read_fraction
     << ", bandwidth " << k.bandwidth_gbs << " GB/s\n";
+  // The brief table keeps the totals and the named conventions; --detail shows every row.
+  auto brief = [](const Row& r) {
+    if (r.section == "shape" || r.section == "parameters") return true;
+    if (r.section == "active parameters") return r.metric.rfind("incl.", 0) == 0 || r.metric.rfind("excl.", 0) == 0;
+    return r.metric == "total" || r.metric == "total bytes" || r.metric == "memory total" ||
+           r.metric == "tokens/s ceiling";
+  };
   std::string section;
   for (const Row& r : rows.rows) {
+    if (!o.detail && !brief(r)) continue;
     if (r.section != section) {
       section = r.section;
       s << "\n" << section << "\n";

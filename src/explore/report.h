@@ -30,6 +30,7 @@ struct ModelReport {
 struct ReportOptions {
   std::vector<double> contexts{1024, 4096, 16384, 65536, 262144, 1048576};
   DecodeKnobs knobs;
+  bool detail = false;  // tables: every breakdown (by component, by mixer kind) at every context
 };
 
 ModelReport build_report(const ModelConfig& c, const ReportOptions& o);

@@ -22,7 +22,7 @@ struct ExploreArgs {
   std::string contexts = "1024,4096,16384,65536,262144,1048576";
   std::string weights = "bf16", head, kv = "bf16", engram;
   double firing = 1.0, v_read = 1.0, bandwidth = 50.0;
-  bool engram_storage = false;
+  bool engram_storage = false, detail = false;
   std::string format = "table", svg_dir, output;
 };
 
@@ -57,6 +57,7 @@ void run(const ExploreArgs& a) {
   k.v_read_fraction = a.v_read;
   k.engram_from_storage = a.engram_storage;
   k.bandwidth_gbs = a.bandwidth;
+  o.detail = a.detail;
 
   std::vector<explore::ModelReport> reports;
   for (auto& m : a.models) reports.push_back(explore::build_report(resolve_model_config(m), o));
@@ -100,6 +101,7 @@ void register_explore(CLI::App& app) {
       ->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--format", a.format, "table, json or csv")->check(CLI::IsMember({"table", "json", "csv"}))
       ->capture_default_str();
+  cmd->add_flag("--detail", a.detail, "tables: every breakdown by component and mixer kind");
   cmd->add_option("-o,--output", a.output, "write the report to this file instead of standard output");
   cmd->add_option("--svg", a.svg_dir, "write SVG charts into this directory");
   cmd->callback([] { run(a); });
