@@ -33,6 +33,12 @@ std::string write_temp(const std::string& name, const std::string& text) {
   return path;
 }
 
+TEST(Cli, ExploreHfConfig) {
+  Result r = run(std::string("explore --hf ") + WREN_SOURCE_DIR + "/tests/fixtures/hf/llama-3.1-8b.json --format csv");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("parameters,total,,parameters,8030261248"), std::string::npos) << r.output.substr(0, 400);
+}
+
 TEST(Cli, ExploreTableJsonCsv) {
   Result t = run("explore embla-mini nenya-mini --context 512,2048");
   ASSERT_EQ(t.status, 0) << t.output;
@@ -61,6 +67,12 @@ TEST(Cli, BadConfigsFailWithAClearMessage) {
     EXPECT_NE(r.output.find(c.file), std::string::npos) << r.output;
     std::remove(path.c_str());
   }
+  std::string hf = write_temp("hf_bad.json", R"({"model_type": "rwkv", "hidden_size": 64})");
+  Result bad_type = run("explore --hf " + hf);
+  EXPECT_NE(bad_type.status, 0);
+  EXPECT_NE(bad_type.output.find("\"rwkv\""), std::string::npos) << bad_type.output;
+  EXPECT_NE(bad_type.output.find("hf_bad.json"), std::string::npos) << bad_type.output;
+  std::remove(hf.c_str());
   Result r = run("explore no-such-model");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.output.find("unknown preset"), std::string::npos) << r.output;
