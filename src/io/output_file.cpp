@@ -1,0 +1,110 @@
+// Crash-safe file output: write to path.tmp, fsync, rename (POSIX rename is atomic within a
+// file system), fsync the directory.
+#include "io/output_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <utility>
+
+#include "io/mapped_file.h"
+
+namespace wren {
+
+namespace {
+
+constexpr size_t kBufferBytes = size_t(1) << 20;
+
+[[noreturn]] void fail(const std::string& path, const std::string& what) {
+  throw IoError(path + ": " + what + ": " + std::strerror(errno));
+}
+
+}  // namespace
+
+OutputFile::OutputFile(std::string path) : path_(std::move(path)), tmp_(path_ + ".tmp") {
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) fail(tmp_, "cannot create");
+  buffer_.reserve(kBufferBytes);
+}
+
+OutputFile::~OutputFile() {
+  if (fd_ >= 0) {
+    ::close(fd_);
+    ::unlink(tmp_.c_str());
+  }
+}
+
+void OutputFile::write(const void* data, size_t n) {
+  if (fd_ < 0) throw IoError(path_ + ": write after commit");
+  auto* p = static_cast<const uint8_t*>(data);
+  written_ += n;
+  if (buffer_.size() + n <= kBufferBytes) {
+    buffer_.insert(buffer_.end(), p, p + n);
+    return;
+  }
+  flush();
+  while (n > 0) {  // large pieces go straight to the file
+    ssize_t put = ::write(fd_, p, n);
+    if (put < 0) {
+      if (errno == EINTR) continue;
+      fail(tmp_, "write");
+    }
+    p += put;
+    n -= size_t(put);
+  }
+}
+
+void OutputFile::flush() {
+  const uint8_t* p = buffer_.data();
+  size_t n = buffer_.size();
+  while (n > 0) {
+    ssize_t put = ::write(fd_, p, n);
+    if (put < 0) {
+      if (errno == EINTR) continue;
+      fail(tmp_, "write");
+    }
+    p += put;
+    n -= size_t(put);
+  }
+  buffer_.clear();
+}
+
+void OutputFile::commit() {
+  if (fd_ < 0) throw IoError(path_ + ": committed twice");
+  flush();
+  if (::fsync(fd_) != 0) fail(tmp_, "fsync");
+  int fd = std::exchange(fd_, -1);
+  if (::close(fd) != 0) {
+    ::unlink(tmp_.c_str());
+    fail(tmp_, "close");
+  }
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    int e = errno;
+    ::unlink(tmp_.c_str());
+    errno = e;
+    fail(path_, "cannot rename " + tmp_ + " to it");
+  }
+  std::filesystem::path parent = std::filesystem::path(path_).parent_path();
+  fsync_directory(parent.empty() ? "." : parent.string());
+}
+
+void write_file_atomic(const std::string& path, std::string_view contents) {
+  OutputFile out(path);
+  out.write(contents.data(), contents.size());
+  out.commit();
+}
+
+void fsync_directory(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) fail(dir, "cannot open directory");
+  int rc = ::fsync(fd);
+  int e = errno;
+  ::close(fd);
+  errno = e;
+  if (rc != 0 && errno != EINVAL) fail(dir, "fsync of directory");  // some file systems cannot sync directories
+}
+
+}  // namespace wren
