@@ -1,0 +1,375 @@
+// text/: loading tokenizer.json and byte-level BPE encode/decode (see tokenizer.h).
+#include "text/tokenizer.h"
+
+#include <algorithm>
+#include <queue>
+
+#include "text/unicode.h"
+
+namespace wren::text {
+namespace {
+
+uint64_t pair_key(int32_t a, int32_t b) { return (uint64_t(uint32_t(a)) << 32) | uint32_t(b); }
+
+// The bytes a token string stands for under the ByteLevel decoder: each character mapped back
+// to its byte, or, if some character is not one of the 256, the string's own UTF-8 (as the
+// Hugging Face decoder does, which matters for added tokens such as "<|im start|>").
+std::string bytes_of(const std::string& text) {
+  std::string out;
+  for (size_t i = 0; i < text.size();) {
+    int b = piece_char_to_byte(next_code_point(text, i));
+    if (b < 0) return text;
+    out += char(b);
+  }
+  return out;
+}
+
+std::string byte_level_text(std::string_view bytes) {
+  std::string s;
+  for (char c : bytes) s += byte_to_piece(uint8_t(c));
+  return s;
+}
+
+// One pre-tokenizer object of tokenizer.json ({"type": "ByteLevel"} or {"type": "Split"}).
+template <typename Step>
+Step read_pre_step(JsonReader r) {
+  Step step;
+  int type = r.choice("type", {"ByteLevel", "Split"});
+  if (type == 0) {
+    step.byte_level = true;
+    step.add_prefix_space = r.boolean_or("add_prefix_space", true);
+    if (r.boolean_or("use_regex", true)) step.pattern = SplitPattern::gpt2;
+    return step;
+  }
+  JsonReader pat = r.object("pattern");
+  if (!pat.has("Regex")) pat.fail("Regex", "only regex Split patterns are supported");
+  std::string regex = pat.string("Regex");
+  step.pattern = recognise_split_pattern(regex);
+  if (!step.pattern)
+    pat.fail("Regex", "unsupported pre-tokenizer regex \"" + regex +
+                          "\" (known: the GPT-2, cl100k/Llama-3, Qwen2 and o200k patterns)");
+  int behavior = r.choice("behavior", {"Isolated", "Removed"});
+  bool invert = r.boolean_or("invert", false);
+  // Removed drops the delimiters: the matches, or with invert the gaps between them.
+  if (behavior == 1) {
+    step.keep_matches = invert;
+    step.keep_gaps = !invert;
+  }
+  return step;
+}
+
+}  // namespace
+
+Tokenizer::Tokenizer() : cache_mutex_(std::make_unique<std::mutex>()) {}
+Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
+Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
+Tokenizer::~Tokenizer() = default;
+
+Tokenizer Tokenizer::load(const std::string& path) { return from_json(parse_json_file(path), path); }
+
+Tokenizer Tokenizer::from_json(const Json& j, const std::string& origin) {
+  Tokenizer t;
+  JsonReader root(j, origin, "");
+
+  // The model: vocabulary and merges.
+  JsonReader model = root.object("model");
+  if (model.has("type") && model.string("type") != "BPE")
+    model.fail("type", "only \"BPE\" models are supported, got \"" + model.string("type") + "\"");
+  if (model.boolean_or("byte_fallback", false)) model.fail("byte_fallback", "byte fallback is not supported");
+  if (model.has("dropout") && model.number_or("dropout", 0, 0, 1) != 0)
+    model.fail("dropout", "BPE dropout is not supported (it makes encoding random)");
+  for (const char* affix : {"continuing_subword_prefix", "end_of_word_suffix"})
+    if (!model.string_or(affix, "").empty()) model.fail(affix, "subword affixes are not supported");
+  t.ignore_merges_ = model.boolean_or("ignore_merges", false);
+
+  const Json& vocab = model.raw("vocab");
+  if (!vocab.is_object()) model.fail("vocab", "expected an object of token -> id, got " + json_value_text(vocab));
+  int32_t max_id = -1;
+  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
+    if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() >= INT32_MAX)
+      model.fail("vocab", "token \"" + it.key() + "\" has id " + json_value_text(*it) + "; expected an integer in [0, 2^31-1)");
+    int32_t id = int32_t(it->get<int64_t>());
+    if (it.key().empty()) model.fail("vocab", "the empty string is not a token");
+    t.vocab_.emplace(it.key(), id);
+    max_id = std::max(max_id, id);
+  }
+  if (max_id > 16 * 1024 * 1024) model.fail("vocab", "id " + std::to_string(max_id) + " is implausibly large");
+  t.texts_.assign(size_t(max_id) + 1, "");
+  t.kind_.assign(size_t(max_id) + 1, 0);
+  for (auto& [text, id] : t.vocab_) {
+    if (t.kind_[id]) model.fail("vocab", "id " + std::to_string(id) + " is given to both \"" + t.texts_[id] + "\" and \"" + text + "\"");
+    t.texts_[id] = text;
+    t.kind_[id] = 1;
+  }
+  for (int b = 0; b < 256; ++b) {
+    auto it = t.vocab_.find(byte_to_piece(uint8_t(b)));
+    if (it == t.vocab_.end())
+      model.fail("vocab", "byte " + std::to_string(b) + " (\"" + byte_to_piece(uint8_t(b)) + "\") is missing; byte-level BPE needs all 256");
+    t.byte_ids_[b] = it->second;
+  }
+
+  const Json& merges = model.raw("merges");
+  if (!merges.is_array()) model.fail("merges", "expected a list, got " + json_value_text(merges));
+  t.merges_.reserve(merges.size());
+  for (size_t i = 0; i < merges.size(); ++i) {
+    const Json& m = merges[i];
+    std::string where = "merges[" + std::to_string(i) + "]";
+    std::string a, b;
+    if (m.is_string()) {
+      const std::string& s = m.get_ref<const std::string&>();
+      size_t sp = s.find(' ');
+      if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
+        model.fail(where, "expected \"left right\", got " + json_value_text(m));
+      a = s.substr(0, sp);
+      b = s.substr(sp + 1);
+    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+      a = m[0].get<std::string>();
+      b = m[1].get<std::string>();
+    } else {
+      model.fail(where, "expected \"left right\" or [\"left\", \"right\"], got " + json_value_text(m));
+    }
+    auto ia = t.vocab_.find(a), ib = t.vocab_.find(b), ic = t.vocab_.find(a + b);
+    if (ia == t.vocab_.end() || ib == t.vocab_.end() || ic == t.vocab_.end())
+      model.fail(where, "merge of \"" + a + "\" and \"" + b + "\" uses a token that is not in the vocab");
+    t.merges_[pair_key(ia->second, ib->second)] = Merge{int32_t(i), ic->second};  // a repeat wins, as in HF
+  }
+
+  // Added tokens: matched in the raw text before anything else.
+  if (root.has("added_tokens")) {
+    const Json& list = root.raw("added_tokens");
+    if (!list.is_array()) root.fail("added_tokens", "expected a list, got " + json_value_text(list));
+    for (size_t i = 0; i < list.size(); ++i) {
+      JsonReader a = root.element("added_tokens", i);
+      Added added{a.string("content"), int32_t(a.integer("id", 0, 16 * 1024 * 1024)), a.boolean_or("special", false),
+                  a.boolean_or("lstrip", false), a.boolean_or("rstrip", false)};
+      if (added.content.empty()) a.fail("content", "must not be empty");
+      if (a.boolean_or("single_word", false)) a.fail("single_word", "single_word added tokens are not supported");
+      if (size_t(added.id) >= t.texts_.size()) {
+        t.texts_.resize(size_t(added.id) + 1);
+        t.kind_.resize(size_t(added.id) + 1, 0);
+      }
+      if (t.kind_[added.id] == 1 && t.texts_[added.id] != added.content)
+        a.fail("id", "id " + std::to_string(added.id) + " is also the vocab token \"" + t.texts_[added.id] + "\"");
+      if (t.kind_[added.id] >= 2) a.fail("id", "id " + std::to_string(added.id) + " is added twice");
+      t.texts_[added.id] = added.content;
+      t.kind_[added.id] = added.special ? 3 : 2;
+      t.added_.push_back(std::move(added));
+    }
+    if (t.added_.size() > 65535) root.fail("added_tokens", "too many added tokens");
+    for (size_t i = 0; i < t.added_.size(); ++i)
+      t.added_by_first_byte_[uint8_t(t.added_[i].content[0])].push_back(uint16_t(i));
+    for (auto& v : t.added_by_first_byte_)
+      std::stable_sort(v.begin(), v.end(), [&](uint16_t x, uint16_t y) { return t.added_[x].content.size() > t.added_[y].content.size(); });
+  }
+
+  // Normalizer: none or NFC.
+  if (root.has("normalizer")) {
+    JsonReader n = root.object("normalizer");
+    int type = n.choice("type", {"NFC", "Sequence"});
+    if (type == 1) {
+      const Json& list = n.raw("normalizers");
+      if (!list.is_array() || list.size() > 1)
+        n.fail("normalizers", "only an empty list or a single NFC normalizer is supported");
+      for (size_t i = 0; i < list.size(); ++i) n.element("normalizers", i).choice("type", {"NFC"});
+    }
+    t.nfc_ = type == 0 || !n.raw("normalizers").empty();
+  }
+
+  // Pre-tokenizer: ByteLevel, or a Sequence of Splits and a ByteLevel.
+  if (root.has("pre_tokenizer")) {
+    JsonReader p = root.object("pre_tokenizer");
+    if (p.has("type") && p.string("type") == "Sequence") {
+      const Json& list = p.raw("pretokenizers");
+      if (!list.is_array()) p.fail("pretokenizers", "expected a list, got " + json_value_text(list));
+      for (size_t i = 0; i < list.size(); ++i) t.pre_steps_.push_back(read_pre_step<PreStep>(p.element("pretokenizers", i)));
+    } else {
+      t.pre_steps_.push_back(read_pre_step<PreStep>(p));
+    }
+  }
+  if (std::none_of(t.pre_steps_.begin(), t.pre_steps_.end(), [](const PreStep& s) { return s.byte_level; }))
+    root.fail("pre_tokenizer", "no ByteLevel pre-tokenizer; only byte-level BPE is supported");
+  JsonReader dec = root.object("decoder");
+  dec.choice("type", {"ByteLevel"});
+
+  t.pieces_.resize(t.texts_.size());
+  for (size_t id = 0; id < t.texts_.size(); ++id) t.pieces_[id] = bytes_of(t.texts_[id]);
+  return t;
+}
+
+// ---- encoding ---------------------------------------------------------------------------
+
+const Tokenizer::Added* Tokenizer::added_at(std::string_view text, size_t p, bool allow_special) const {
+  for (uint16_t i : added_by_first_byte_[uint8_t(text[p])]) {
+    const Added& a = added_[i];
+    if ((allow_special || !a.special) && text.compare(p, a.content.size(), a.content) == 0) return &a;
+  }
+  return nullptr;
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool allow_special) const {
+  std::vector<int32_t> out;
+  out.reserve(text.size() / 3);
+  size_t start = 0;  // of the current stretch of ordinary text
+  for (size_t p = 0; p < text.size();) {
+    const Added* a = added_by_first_byte_[uint8_t(text[p])].empty() ? nullptr : added_at(text, p, allow_special);
+    if (!a) { ++p; continue; }
+    size_t seg_end = p, next = p + a->content.size();
+    if (a->lstrip) while (seg_end > start && is_white_space(uint8_t(text[seg_end - 1]))) --seg_end;
+    if (a->rstrip) while (next < text.size() && is_white_space(uint8_t(text[next]))) ++next;
+    encode_segment(text.substr(start, seg_end - start), out);
+    out.push_back(a->id);
+    start = p = next;
+  }
+  encode_segment(text.substr(start), out);
+  return out;
+}
+
+void Tokenizer::encode_segment(std::string_view text, std::vector<int32_t>& out) const {
+  if (text.empty()) return;
+  std::string normalized;
+  if (nfc_) {
+    normalized = nfc(text);
+    text = normalized;
+  }
+  // Each step splits every piece further; ByteLevel may also put a space in front.
+  std::vector<std::string> pieces{std::string(text)}, next;
+  for (const PreStep& step : pre_steps_) {
+    next.clear();
+    for (std::string& piece : pieces) {
+      if (step.add_prefix_space && (piece.empty() || piece[0] != ' ')) piece.insert(0, 1, ' ');
+      if (!step.pattern) {
+        next.push_back(std::move(piece));
+        continue;
+      }
+      for (const Span& s : split_by_pattern(*step.pattern, piece))
+        if (s.match ? step.keep_matches : step.keep_gaps) next.emplace_back(piece, s.begin, s.end - s.begin);
+    }
+    pieces.swap(next);
+  }
+  for (const std::string& piece : pieces) encode_piece(piece, out);
+}
+
+void Tokenizer::encode_piece(std::string_view bytes, std::vector<int32_t>& out) const {
+  if (bytes.empty()) return;
+  if (bytes.size() == 1) {
+    out.push_back(byte_ids_[uint8_t(bytes[0])]);
+    return;
+  }
+  constexpr size_t kCacheable = 64, kCacheEntries = 1 << 16;
+  bool cacheable = bytes.size() <= kCacheable;
+  if (cacheable) {
+    std::lock_guard<std::mutex> lock(*cache_mutex_);
+    auto it = cache_.find(std::string(bytes));
+    if (it != cache_.end()) {
+      out.insert(out.end(), it->second.begin(), it->second.end());
+      return;
+    }
+  }
+  size_t first = out.size();
+  bpe(bytes, out);
+  if (cacheable) {
+    std::lock_guard<std::mutex> lock(*cache_mutex_);
+    if (cache_.size() >= kCacheEntries) cache_.clear();
+    cache_.emplace(std::string(bytes), std::vector<int32_t>(out.begin() + first, out.end()));
+  }
+}
+
+const Tokenizer::Merge* Tokenizer::find_merge(int32_t a, int32_t b) const {
+  auto it = merges_.find(pair_key(a, b));
+  return it == merges_.end() ? nullptr : &it->second;
+}
+
+void Tokenizer::bpe(std::string_view bytes, std::vector<int32_t>& out) const {
+  if (ignore_merges_) {
+    auto it = vocab_.find(byte_level_text(bytes));
+    if (it != vocab_.end()) {
+      out.push_back(it->second);
+      return;
+    }
+  }
+  // Symbols form a linked list; candidate merges wait in a heap ordered by (rank, position).
+  // A candidate is stale if either symbol changed since it was pushed; it is then skipped.
+  struct Symbol { int32_t id; int prev, next; };
+  std::vector<Symbol> sym(bytes.size());
+  for (size_t i = 0; i < bytes.size(); ++i) sym[i] = {byte_ids_[uint8_t(bytes[i])], int(i) - 1, int(i) + 1};
+  sym.back().next = -1;
+  struct Candidate { int32_t rank; int pos; int32_t id; };
+  auto later = [](const Candidate& x, const Candidate& y) { return x.rank != y.rank ? x.rank > y.rank : x.pos > y.pos; };
+  std::priority_queue<Candidate, std::vector<Candidate>, decltype(later)> heap(later);
+  auto offer = [&](int pos) {
+    if (pos < 0 || sym[pos].next < 0) return;
+    if (const Merge* m = find_merge(sym[pos].id, sym[sym[pos].next].id)) heap.push({m->rank, pos, m->id});
+  };
+  for (int i = 0; i + 1 < int(sym.size()); ++i) offer(i);
+  while (!heap.empty()) {
+    Candidate c = heap.top();
+    heap.pop();
+    Symbol& left = sym[c.pos];
+    if (left.id < 0 || left.next < 0) continue;
+    const Merge* m = find_merge(left.id, sym[left.next].id);
+    if (!m || m->id != c.id || m->rank != c.rank) continue;
+    int right = left.next;
+    left.id = c.id;
+    left.next = sym[right].next;
+    if (left.next >= 0) sym[left.next].prev = c.pos;
+    sym[right].id = -1;
+    offer(left.prev);
+    offer(c.pos);
+  }
+  for (int i = 0; i >= 0; i = sym[i].next) out.push_back(sym[i].id);
+}
+
+// ---- decoding and lookups ---------------------------------------------------------------
+
+const std::string& Tokenizer::token_to_piece(int32_t id) const {
+  if (id < 0 || size_t(id) >= pieces_.size() || kind_[id] == 0)
+    throw TokenIdError("token id " + std::to_string(id) + " is not in the vocabulary (size " + std::to_string(vocab_size()) + ")");
+  return pieces_[id];
+}
+
+const std::string& Tokenizer::token_text(int32_t id) const {
+  token_to_piece(id);
+  return texts_[id];
+}
+
+std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) const {
+  std::string bytes;
+  for (int32_t id : ids) {
+    const std::string& piece = token_to_piece(id);
+    if (!(skip_special && kind_[id] == 3)) bytes += piece;
+  }
+  return utf8_lossy(bytes);
+}
+
+std::optional<int32_t> Tokenizer::token_id(std::string_view text) const {
+  for (const Added& a : added_)
+    if (a.content == text) return a.id;
+  auto it = vocab_.find(std::string(text));
+  if (it == vocab_.end()) return std::nullopt;
+  return it->second;
+}
+
+int32_t Tokenizer::special_id(std::string_view content) const {
+  if (auto id = token_id(content)) return *id;
+  throw TokenIdError("the tokenizer has no token \"" + std::string(content) + "\"");
+}
+
+bool Tokenizer::is_special(int32_t id) const { return id >= 0 && size_t(id) < kind_.size() && kind_[id] == 3; }
+bool Tokenizer::is_added(int32_t id) const { return id >= 0 && size_t(id) < kind_.size() && kind_[id] >= 2; }
+
+std::string StreamDecoder::push(int32_t id) {
+  const std::string& piece = tok_.token_to_piece(id);
+  if (!(skip_special_ && tok_.is_special(id))) pending_ += piece;
+  size_t n = utf8_complete_prefix(pending_);
+  std::string out = utf8_lossy(std::string_view(pending_).substr(0, n));
+  pending_.erase(0, n);
+  return out;
+}
+
+std::string StreamDecoder::finish() {
+  std::string out = utf8_lossy(pending_);
+  pending_.clear();
+  return out;
+}
+
+}  // namespace wren::text

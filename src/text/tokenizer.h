@@ -1,0 +1,117 @@
+// text/: a byte-level BPE tokenizer read from a Hugging Face tokenizer.json (GPT-2, GPT-4o,
+// Llama-3, Qwen2/3, OLMo and our own trained ones, see bpe_train.h).
+//
+// encode: text -> split out added/special tokens (longest match first) -> normalize (NFC if
+// the file asks) -> pre-tokenize (regex split, pretokenize.h) -> bytes of each piece -> BPE:
+// repeatedly merge the adjacent pair of lowest merge rank, leftmost first, until no pair has a
+// merge. With ignore_merges (Llama-3) a piece that is itself in the vocabulary is one token.
+// decode: ids -> the bytes each token stands for -> UTF-8 with invalid bytes as U+FFFD.
+//
+// The file is untrusted: any missing, ill-typed or unsupported field is a ConfigError naming
+// the file and the field. Ids returned by encode carry no post-processing (no BOS/EOS).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "config/json_reader.h"
+#include "text/pretokenize.h"
+
+namespace wren::text {
+
+// A token id that does not exist, passed to decode or token_to_piece.
+struct TokenIdError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+class Tokenizer {
+ public:
+  static Tokenizer load(const std::string& path);
+  // `origin` names the document in error messages.
+  static Tokenizer from_json(const Json& j, const std::string& origin);
+
+  // allow_special = false treats special added tokens ("<|endoftext|>") as plain text.
+  std::vector<int32_t> encode(std::string_view text, bool allow_special = true) const;
+  std::string decode(std::span<const int32_t> ids, bool skip_special = false) const;
+
+  // The bytes a token stands for; may end (or start) in the middle of a UTF-8 character.
+  const std::string& token_to_piece(int32_t id) const;
+  // The token's string as written in the file (byte-level form, e.g. "Ġthe").
+  const std::string& token_text(int32_t id) const;
+  // One more than the largest id of the vocabulary and the added tokens.
+  int32_t vocab_size() const { return int32_t(texts_.size()); }
+  // Id of a token by its file string or an added token's content.
+  std::optional<int32_t> token_id(std::string_view text) const;
+  // Like token_id, but a missing token is an error naming it.
+  int32_t special_id(std::string_view content) const;
+  bool is_special(int32_t id) const;
+  bool is_added(int32_t id) const;
+
+  Tokenizer(Tokenizer&&) noexcept;
+  Tokenizer& operator=(Tokenizer&&) noexcept;
+  ~Tokenizer();
+
+ private:
+  Tokenizer();
+  struct Added {
+    std::string content;
+    int32_t id;
+    bool special, lstrip, rstrip;
+  };
+  struct PreStep {  // one pre-tokenizer: a regex Split or ByteLevel
+    bool byte_level = false;
+    bool add_prefix_space = false;
+    std::optional<SplitPattern> pattern;
+    bool keep_matches = true, keep_gaps = true;
+  };
+  struct Merge {
+    int32_t rank, id;
+  };
+
+  void encode_segment(std::string_view text, std::vector<int32_t>& out) const;
+  void encode_piece(std::string_view bytes, std::vector<int32_t>& out) const;
+  void bpe(std::string_view bytes, std::vector<int32_t>& out) const;
+  const Merge* find_merge(int32_t a, int32_t b) const;
+  // The added token that starts at text[p], longest first, or nullptr.
+  const Added* added_at(std::string_view text, size_t p, bool allow_special) const;
+
+  std::vector<std::string> texts_;   // by id ("" for ids nobody uses)
+  std::vector<std::string> pieces_;  // by id: the bytes
+  std::vector<uint8_t> kind_;        // by id: 0 unused, 1 vocab, 2 added, 3 special added
+  std::unordered_map<std::string, int32_t> vocab_;
+  std::unordered_map<uint64_t, Merge> merges_;
+  std::array<int32_t, 256> byte_ids_{};
+  std::vector<Added> added_;
+  std::array<std::vector<uint16_t>, 256> added_by_first_byte_;  // indices into added_, longest first
+  std::vector<PreStep> pre_steps_;
+  bool nfc_ = false, ignore_merges_ = false;
+
+  // Pieces repeat a lot in natural text; their tokens are remembered (bounded, cleared when full).
+  mutable std::unique_ptr<std::mutex> cache_mutex_;
+  mutable std::unordered_map<std::string, std::vector<int32_t>> cache_;
+};
+
+// Decodes a stream of tokens into complete UTF-8 only: bytes of a character split across
+// tokens are held until the character is whole; finish() flushes what is left as U+FFFD.
+class StreamDecoder {
+ public:
+  explicit StreamDecoder(const Tokenizer& tokenizer, bool skip_special = false)
+      : tok_(tokenizer), skip_special_(skip_special) {}
+  std::string push(int32_t id);
+  std::string finish();
+
+ private:
+  const Tokenizer& tok_;
+  bool skip_special_;
+  std::string pending_;
+};
+
+}  // namespace wren::text
