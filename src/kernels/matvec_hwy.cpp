@@ -1,0 +1,350 @@
+// kernels/: products with a weight matrix (matvec, add_rows, matmul) and the f32 vector
+// primitives dot / axpy, through Highway with run-time dispatch.
+//
+// A row dot W[r,:] . x keeps vector accumulators in f32 and reduces once at the end. For q8
+// and q4 each group's partial sum sum_i q_i x_i is scaled by the group's s once:
+//   W[r,:] . x = sum_g s_g sum_{i in g} q_i x_i.
+// Threads split rows (matvec, matmul) or group-aligned columns (add_rows); each output
+// element is produced by one thread with the same instruction sequence, so results do
+// not depend on the thread count.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/matvec_hwy.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "kernels/ops.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace wren::kernels::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+
+float Sum(VF v) { return hn::GetLane(hn::SumOfLanes(DF(), v)); }
+
+// The four storage types as f32 vectors of N lanes starting at column i.
+VF LoadBF16(const BF16* p) {
+  const DF d;
+  const hn::Rebind<uint16_t, DF> d16;
+  const auto u = hn::PromoteTo(hn::RebindToUnsigned<DF>(), hn::LoadU(d16, reinterpret_cast<const uint16_t*>(p)));
+  return hn::BitCast(d, hn::ShiftLeft<16>(u));
+}
+VF LoadQ8(const int8_t* p) {
+  const hn::Rebind<int8_t, DF> d8;
+  return hn::ConvertTo(DF(), hn::PromoteTo(hn::RebindToSigned<DF>(), hn::LoadU(d8, p)));
+}
+// N bytes = 2N columns: even columns (low nibbles) and odd columns (high nibbles), minus 8.
+void LoadQ4(const uint8_t* p, VF& even, VF& odd) {
+  const DF d;
+  const hn::RebindToSigned<DF> di;
+  const hn::Rebind<uint8_t, DF> d8;
+  const auto b = hn::BitCast(di, hn::PromoteTo(hn::RebindToUnsigned<DF>(), hn::LoadU(d8, p)));
+  const auto eight = hn::Set(di, 8);
+  even = hn::ConvertTo(d, hn::Sub(hn::And(b, hn::Set(di, 0xF)), eight));
+  odd = hn::ConvertTo(d, hn::Sub(hn::ShiftRight<4>(b), eight));
+}
+int Nibble(const uint8_t* q, int64_t c) { return ((c & 1) ? (q[c / 2] >> 4) : (q[c / 2] & 0xF)) - 8; }
+
+float DotF32(const float* a, const float* b, int64_t n) {
+  const DF d;
+  const int64_t N = int64_t(hn::Lanes(d));
+  VF s0 = hn::Zero(d), s1 = hn::Zero(d);
+  int64_t i = 0;
+  for (; i + 2 * N <= n; i += 2 * N) {
+    s0 = hn::MulAdd(hn::LoadU(d, a + i), hn::LoadU(d, b + i), s0);
+    s1 = hn::MulAdd(hn::LoadU(d, a + i + N), hn::LoadU(d, b + i + N), s1);
+  }
+  for (; i + N <= n; i += N) s0 = hn::MulAdd(hn::LoadU(d, a + i), hn::LoadU(d, b + i), s0);
+  float s = Sum(hn::Add(s0, s1));
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+float DotBF16(const BF16* w, const float* x, int64_t n) {
+  const DF d;
+  const int64_t N = int64_t(hn::Lanes(d));
+  VF s0 = hn::Zero(d), s1 = hn::Zero(d);
+  int64_t i = 0;
+  for (; i + 2 * N <= n; i += 2 * N) {
+    s0 = hn::MulAdd(LoadBF16(w + i), hn::LoadU(d, x + i), s0);
+    s1 = hn::MulAdd(LoadBF16(w + i + N), hn::LoadU(d, x + i + N), s1);
+  }
+  for (; i + N <= n; i += N) s0 = hn::MulAdd(LoadBF16(w + i), hn::LoadU(d, x + i), s0);
+  float s = Sum(hn::Add(s0, s1));
+  for (; i < n; ++i) s += bf16_to_f32(w[i]) * x[i];
+  return s;
+}
+
+float DotQ8(const int8_t* q, const F16* scales, const float* x, int64_t n, int group) {
+  const DF d;
+  const int64_t N = int64_t(hn::Lanes(d));
+  VF total = hn::Zero(d);
+  float total_tail = 0;
+  for (int64_t g0 = 0, g = 0; g0 < n; g0 += group, ++g) {
+    const float s = f16_to_f32(scales[g]);
+    VF acc = hn::Zero(d);
+    int64_t i = g0;
+    for (; i + N <= g0 + group; i += N) acc = hn::MulAdd(LoadQ8(q + i), hn::LoadU(d, x + i), acc);
+    float tail = 0;
+    for (; i < g0 + group; ++i) tail += float(q[i]) * x[i];
+    total = hn::MulAdd(acc, hn::Set(d, s), total);
+    total_tail += s * tail;
+  }
+  return Sum(total) + total_tail;
+}
+
+float DotQ4(const uint8_t* q, const F16* scales, const float* x, int64_t n, int group) {
+  const DF d;
+  const int64_t N = int64_t(hn::Lanes(d));
+  VF total = hn::Zero(d);
+  float total_tail = 0;
+  for (int64_t g0 = 0, g = 0; g0 < n; g0 += group, ++g) {
+    const float s = f16_to_f32(scales[g]);
+    VF acc = hn::Zero(d);
+    int64_t i = g0;
+    for (; i + 2 * N <= g0 + group; i += 2 * N) {
+      VF we, wo, xe, xo;
+      LoadQ4(q + i / 2, we, wo);
+      hn::LoadInterleaved2(d, x + i, xe, xo);
+      acc = hn::MulAdd(wo, xo, hn::MulAdd(we, xe, acc));
+    }
+    float tail = 0;
+    for (; i < g0 + group; ++i) tail += float(Nibble(q, i)) * x[i];
+    total = hn::MulAdd(acc, hn::Set(d, s), total);
+    total_tail += s * tail;
+  }
+  return Sum(total) + total_tail;
+}
+
+// The q4 dot with x split once per matvec into even columns xe and odd columns xo, so that
+// the rows' low and high nibbles meet contiguous x without a shuffle per step.
+float DotQ4Split(const uint8_t* q, const F16* scales, const float* xe, const float* xo, int64_t n,
+                 int group) {
+  const DF d;
+  const int64_t N = int64_t(hn::Lanes(d));
+  VF total = hn::Zero(d);
+  float total_tail = 0;
+  for (int64_t g0 = 0, g = 0; g0 < n; g0 += group, ++g) {
+    VF acc = hn::Zero(d);
+    int64_t i = g0 / 2;  // byte = pair of columns
+    const int64_t end = (g0 + group) / 2;
+    for (; i + N <= end; i += N) {
+      VF we, wo;
+      LoadQ4(q + i, we, wo);
+      acc = hn::MulAdd(wo, hn::LoadU(d, xo + i), hn::MulAdd(we, hn::LoadU(d, xe + i), acc));
+    }
+    float tail = 0;
+    for (; i < end; ++i) tail += float((q[i] & 0xF) - 8) * xe[i] + float((q[i] >> 4) - 8) * xo[i];
+    const float s = f16_to_f32(scales[g]);
+    total = hn::MulAdd(acc, hn::Set(d, s), total);
+    total_tail += s * tail;
+  }
+  return Sum(total) + total_tail;
+}
+
+float DotRow(const MatrixView& w, int64_t r, const float* x) {
+  switch (w.type) {
+    case DType::f32: return DotF32(w.f32_row(r), x, w.cols);
+    case DType::bf16: return DotBF16(w.bf16_row(r), x, w.cols);
+    case DType::q8: return DotQ8(w.q8_row(r), w.row_scales(r), x, w.cols, w.group);
+    case DType::q4: return DotQ4(w.q4_row(r), w.row_scales(r), x, w.cols, w.group);
+    case DType::f16: break;
+  }
+  return 0;
+}
+
+// y[r] = W[r,:] . x, or y[r] += alpha W[r,:] . x, for r in [r0, r1). For q4, x_split
+// holds x's even columns then its odd columns.
+void MatvecRange(const MatrixView& w, const float* x, const float* x_split, float alpha,
+                 bool accumulate, float* y, int64_t r0, int64_t r1) {
+  const int64_t half = w.cols / 2;
+  for (int64_t r = r0; r < r1; ++r) {
+    const float v = w.type == DType::q4
+                        ? DotQ4Split(w.q4_row(r), w.row_scales(r), x_split, x_split + half, w.cols, w.group)
+                        : DotRow(w, r, x);
+    y[r] = accumulate ? y[r] + alpha * v : v;
+  }
+}
+
+void Axpy(float a, const float* x, int64_t n, float* y) {
+  const DF d;
+  const int64_t N = int64_t(hn::Lanes(d));
+  const VF va = hn::Set(d, a);
+  int64_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(hn::MulAdd(va, hn::LoadU(d, x + i), hn::LoadU(d, y + i)), d, y + i);
+  for (; i < n; ++i) y[i] += a * x[i];
+}
+
+// y[c0:c1) += sum_i coeffs[i] W[rows[i], c0:c1). For q8/q4, c0 and c1 are group bounds.
+void AddRowsRange(const MatrixView& w, const int32_t* rows, const float* coeffs, int64_t n_rows,
+                  float* y, int64_t c0, int64_t c1) {
+  const DF d;
+  const int64_t N = int64_t(hn::Lanes(d));
+  for (int64_t k = 0; k < n_rows; ++k) {
+    const int64_t r = rows[k];
+    const float c = coeffs[k];
+    if (w.type == DType::f32) {
+      Axpy(c, w.f32_row(r) + c0, c1 - c0, y + c0);
+    } else if (w.type == DType::bf16) {
+      const BF16* p = w.bf16_row(r);
+      const VF vc = hn::Set(d, c);
+      int64_t i = c0;
+      for (; i + N <= c1; i += N) hn::StoreU(hn::MulAdd(vc, LoadBF16(p + i), hn::LoadU(d, y + i)), d, y + i);
+      for (; i < c1; ++i) y[i] += c * bf16_to_f32(p[i]);
+    } else {
+      const F16* scales = w.row_scales(r);
+      for (int64_t g0 = c0; g0 < c1; g0 += w.group) {
+        const float a = c * f16_to_f32(scales[g0 / w.group]);  // coefficient x group scale
+        const VF va = hn::Set(d, a);
+        int64_t i = g0;
+        if (w.type == DType::q8) {
+          const int8_t* q = w.q8_row(r);
+          for (; i + N <= g0 + w.group; i += N)
+            hn::StoreU(hn::MulAdd(va, LoadQ8(q + i), hn::LoadU(d, y + i)), d, y + i);
+          for (; i < g0 + w.group; ++i) y[i] += a * float(q[i]);
+        } else {
+          const uint8_t* q = w.q4_row(r);
+          for (; i + 2 * N <= g0 + w.group; i += 2 * N) {
+            VF we, wo, ye, yo;
+            LoadQ4(q + i / 2, we, wo);
+            hn::LoadInterleaved2(d, y + i, ye, yo);
+            hn::StoreInterleaved2(hn::MulAdd(va, we, ye), hn::MulAdd(va, wo, yo), d, y + i);
+          }
+          for (; i < g0 + w.group; ++i) y[i] += a * float(Nibble(q, i));
+        }
+      }
+    }
+  }
+}
+
+// out[t] = row . x[t] for four token vectors at once: the row is loaded once per step.
+void Dot4(const float* row, const float* x, int64_t stride, int64_t n, float* out) {
+  const DF d;
+  const int64_t N = int64_t(hn::Lanes(d));
+  VF s0 = hn::Zero(d), s1 = hn::Zero(d), s2 = hn::Zero(d), s3 = hn::Zero(d);
+  int64_t i = 0;
+  for (; i + N <= n; i += N) {
+    const VF w = hn::LoadU(d, row + i);
+    s0 = hn::MulAdd(w, hn::LoadU(d, x + i), s0);
+    s1 = hn::MulAdd(w, hn::LoadU(d, x + stride + i), s1);
+    s2 = hn::MulAdd(w, hn::LoadU(d, x + 2 * stride + i), s2);
+    s3 = hn::MulAdd(w, hn::LoadU(d, x + 3 * stride + i), s3);
+  }
+  float t[4] = {Sum(s0), Sum(s1), Sum(s2), Sum(s3)};
+  for (; i < n; ++i)
+    for (int k = 0; k < 4; ++k) t[k] += row[i] * x[k * stride + i];
+  for (int k = 0; k < 4; ++k) out[k] = t[k];
+}
+
+// Rows [r0, r1) of Y = W X for all tokens, one tile of tokens at a time: each row is
+// decoded into `buf` once per tile and stays in L1 while the tile is scored.
+void MatmulRange(const MatrixView& w, const float* x, int64_t n_tokens, float* y, int64_t r0,
+                 int64_t r1, float* buf) {
+  constexpr int64_t kTokenTile = 32;
+  const int64_t cols = w.cols;
+  for (int64_t t0 = 0; t0 < n_tokens; t0 += kTokenTile) {
+    const int64_t t1 = std::min(n_tokens, t0 + kTokenTile);
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* row = w.f32_row(r);
+      if (w.type != DType::f32) {
+        decode_row(w, r, buf);
+        row = buf;
+      }
+      int64_t t = t0;
+      for (; t + 4 <= t1; t += 4) {
+        float out[4];
+        Dot4(row, x + t * cols, cols, cols, out);
+        for (int k = 0; k < 4; ++k) y[(t + k) * w.rows + r] = out[k];
+      }
+      for (; t < t1; ++t) y[t * w.rows + r] = DotF32(row, x + t * cols, cols);
+    }
+  }
+}
+
+const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
+
+}  // namespace wren::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace wren::kernels {
+
+HWY_EXPORT(DotRow);
+HWY_EXPORT(MatvecRange);
+HWY_EXPORT(AddRowsRange);
+HWY_EXPORT(MatmulRange);
+HWY_EXPORT(DotF32);
+HWY_EXPORT(Axpy);
+HWY_EXPORT(TargetName);
+
+namespace {
+// Below this many weights per call a thread hand-off costs more than it saves.
+constexpr int64_t kMinParallelWork = 1 << 15;
+// Row chunks are multiples of 16 so threads never write the same cache line of y.
+constexpr int64_t kRowAlign = 16;
+}  // namespace
+
+const char* active_target() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
+
+namespace {
+// Shared by matvec and matvec_add. For q4, x is split into even and odd columns once here
+// (in the caller's thread-local buffer), then read by every row.
+void matvec_rows(const MatrixView& w, const float* x, float alpha, bool accumulate, float* y,
+                 ThreadPool* pool) {
+  const float* x_split = nullptr;
+  if (w.type == DType::q4) {
+    thread_local std::vector<float> split;  // grown once per thread
+    if (split.size() < size_t(w.cols)) split.resize(size_t(w.cols));
+    for (int64_t j = 0; j < w.cols / 2; ++j) {
+      split[size_t(j)] = x[2 * j];
+      split[size_t(w.cols / 2 + j)] = x[2 * j + 1];
+    }
+    x_split = split.data();
+  }
+  if (w.rows * w.cols < kMinParallelWork) pool = nullptr;
+  parallel_rows(pool, w.rows, kRowAlign, [&](int64_t r0, int64_t r1) {
+    HWY_DYNAMIC_DISPATCH(MatvecRange)(w, x, x_split, alpha, accumulate, y, r0, r1);
+  });
+}
+}  // namespace
+
+void matvec(const MatrixView& w, const float* x, float* y, ThreadPool* pool) {
+  matvec_rows(w, x, 1.0f, false, y, pool);
+}
+
+void matvec_add(const MatrixView& w, const float* x, float alpha, float* y, ThreadPool* pool) {
+  matvec_rows(w, x, alpha, true, y, pool);
+}
+
+float dot_row(const MatrixView& w, int64_t row, const float* x) {
+  return HWY_DYNAMIC_DISPATCH(DotRow)(w, row, x);
+}
+
+void add_rows(const MatrixView& w, const int32_t* rows, const float* coeffs, int64_t n_rows,
+              float* y, ThreadPool* pool) {
+  if (n_rows * w.cols < kMinParallelWork) pool = nullptr;
+  // Column chunks: whole groups for q8 / q4 (a group shares one scale), cache lines else.
+  const int64_t align = w.group ? w.group * ((kRowAlign + w.group - 1) / w.group) : kRowAlign;
+  parallel_rows(pool, w.cols, align, [&](int64_t c0, int64_t c1) {
+    HWY_DYNAMIC_DISPATCH(AddRowsRange)(w, rows, coeffs, n_rows, y, c0, c1);
+  });
+}
+
+void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool) {
+  if (w.rows * w.cols * n_tokens < kMinParallelWork) pool = nullptr;
+  parallel_rows(pool, w.rows, kRowAlign, [&](int64_t r0, int64_t r1) {
+    thread_local std::vector<float> buf;  // one decoded row, grown once per thread
+    if (buf.size() < size_t(w.cols)) buf.resize(size_t(w.cols));
+    HWY_DYNAMIC_DISPATCH(MatmulRange)(w, x, n_tokens, y, r0, r1, buf.data());
+  });
+}
+
+float dot(const float* a, const float* b, int64_t n) { return HWY_DYNAMIC_DISPATCH(DotF32)(a, b, n); }
+
+void axpy(float a, const float* x, int64_t n, float* y) { HWY_DYNAMIC_DISPATCH(Axpy)(a, x, n, y); }
+
+}  // namespace wren::kernels
+#endif  // HWY_ONCE

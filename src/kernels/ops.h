@@ -1,0 +1,89 @@
+// kernels/: the numeric operations of the inference engine, on plain arrays.
+//
+// Every function here is a SIMD version (Highway, the best target of the running CPU chosen
+// at run time) of the scalar function of the same name in kernels/reference.h; tests compare
+// the two. Vectors are f32. Outputs may alias inputs where a comment says "in place".
+// Nothing allocates per call: the few scratch buffers (matmul's decoded row, q4 matvec's
+// split x, RoPE's cos/sin) are thread-local and grow once.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/threads.h"
+#include "kernels/types.h"
+
+namespace wren::kernels {
+
+// The Highway target the dispatcher picked for this CPU, e.g. "AVX3", "AVX2", "NEON".
+const char* active_target();
+
+// ---- Products with a weight matrix (any storage type) ---------------------------------
+
+// y[r] = W[r,:] . x for r < rows.                     x: [cols], y: [rows]
+void matvec(const MatrixView& w, const float* x, float* y, ThreadPool* pool = nullptr);
+// y[r] += alpha * W[r,:] . x (an expert's output weighted by its gate).
+void matvec_add(const MatrixView& w, const float* x, float alpha, float* y,
+                ThreadPool* pool = nullptr);
+// W[row,:] . x
+float dot_row(const MatrixView& w, int64_t row, const float* x);
+// y[0:cols) += sum_i coeffs[i] * W[rows[i], :], the rows taken in list order. Reads only the
+// listed rows: the ReLU^2 down projection stored one row per neuron (dead_neuron_skip), or
+// attention's weighted sum of value rows. Threads split the columns (group-aligned).
+void add_rows(const MatrixView& w, const int32_t* rows, const float* coeffs, int64_t n_rows,
+              float* y, ThreadPool* pool = nullptr);
+// Y[t] = W X[t] for t < n_tokens (prefill).          x: [n_tokens][cols], y: [n_tokens][rows]
+// W is read once per tile of tokens: each row is decoded to f32 once and dotted with the
+// whole tile while it sits in L1.
+void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
+            ThreadPool* pool = nullptr);
+
+// ---- Vector primitives --------------------------------------------------------------
+
+float dot(const float* a, const float* b, int64_t n);
+void axpy(float a, const float* x, int64_t n, float* y);  // y += a x
+
+// out = x / sqrt(mean(x^2) + eps) * g, with g = gain, (1 + gain) if unit_offset, or 1 if
+// gain is null. In place allowed.
+void rmsnorm(const float* x, const float* gain, int64_t n, float eps, bool unit_offset,
+             float* out);
+// out = x / sqrt(sum(x^2) + eps) (unit length, as FLA's l2norm). In place allowed.
+void l2_normalize(const float* x, int64_t n, float eps, float* out);
+// x = exp(x - max x) / sum exp(x - max x), in place. -inf entries get 0; if every entry is
+// -inf the result is all 0 (a fully masked row has no weights).
+void softmax(float* x, int64_t n);
+
+// Elementwise, in place allowed.
+void exp(const float* x, int64_t n, float* out);       // e^x
+void sigmoid(const float* x, int64_t n, float* out);   // 1 / (1 + e^-x)
+void silu(const float* x, int64_t n, float* out);      // x sigmoid(x)
+void softplus(const float* x, int64_t n, float* out);  // log(1 + e^x) = max(x,0) + log1p(e^-|x|)
+void relu2(const float* x, int64_t n, float* out);     // max(x, 0)^2
+
+// ---- Rotary position embedding ----------------------------------------------------
+
+// Llama-3 frequency scaling (factor 0: none). With wavelength lambda = 2 pi / f:
+//   lambda > original_context / low_freq   ->  f / factor
+//   lambda < original_context / high_freq  ->  f
+//   otherwise, with s = (original_context / lambda - low_freq) / (high_freq - low_freq),
+//                                             (1 - s) f / factor + s f
+struct RopeScaling {
+  double factor = 0.0, low_freq = 1.0, high_freq = 4.0;
+  int original_context = 8192;
+};
+// f_i = theta^(-2i / rotary_dim), i < rotary_dim / 2, then scaled. rotary_dim must be even.
+std::vector<float> rope_inv_freq(int rotary_dim, double theta, const RopeScaling& scaling = {});
+// Rotates each head of x ([n_heads][head_dim]) in place, rotate-half layout (HF / Llama):
+// with h = rotary_dim / 2 and a_i = pos * inv_freq[i], for i < h
+//   x'[i] = x[i] cos a_i - x[i+h] sin a_i,   x'[i+h] = x[i+h] cos a_i + x[i] sin a_i;
+// values from rotary_dim to head_dim pass through. Angles are formed in double.
+void rope(float* x, int n_heads, int head_dim, int rotary_dim, const float* inv_freq,
+          int64_t pos);
+
+// ---- Selection -----------------------------------------------------------------------
+
+// The indices of the k largest values, largest first; equal values: lower index first.
+// NaN ranks below every number. k <= n. idx: [k]. Allocates nothing.
+void top_k(const float* x, int64_t n, int k, int32_t* idx);
+
+}  // namespace wren::kernels

@@ -1,0 +1,423 @@
+// Tests of kernels/ops.h: every dispatched kernel against its scalar reference on random
+// inputs of odd sizes, on every Highway target this CPU runs; RoPE against the complex
+// rotation it stands for; top-k ties; thread-count independence; the thread pool.
+//
+// Tolerances. Products: |y - y_ref| <= 1e-5 * sum_i |w_i x_i| + 1e-6 (f32 accumulation in
+// a different order; the reference sums in double). Elementwise: a few f32 ulp, stated
+// per test as a relative bound.
+#include <gtest/gtest.h>
+#include <hwy/targets.h>
+
+#include <atomic>
+#include <cmath>
+#include <complex>
+#include <random>
+
+#include "kernels/ops.h"
+#include "kernels/reference.h"
+#include "kernels/threads.h"
+
+namespace wren::kernels {
+namespace {
+
+template <class F>
+void for_each_target(const F& f) {
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    ASSERT_STREQ(active_target(), hwy::TargetName(target));
+    f();
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+std::vector<float> randn(int64_t n, std::mt19937& rng, float scale = 1.0f) {
+  std::normal_distribution<float> nd(0, scale);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = nd(rng);
+  return v;
+}
+
+// A matrix case: type, columns and group (0 for f32 / bf16).
+struct Case {
+  DType type;
+  int64_t cols;
+  int group;
+};
+std::vector<Case> matrix_cases() {
+  std::vector<Case> cases;
+  for (int64_t cols : {1, 7, 33, 1001}) {
+    cases.push_back({DType::f32, cols, 0});
+    cases.push_back({DType::bf16, cols, 0});
+  }
+  for (int group : {32, 64, 128, 20})
+    for (int64_t mult : {1, 3, 7}) {
+      cases.push_back({DType::q8, group * mult, group});
+      cases.push_back({DType::q4, group * mult, group});
+    }
+  return cases;
+}
+std::string name(const Case& c) {
+  return std::string(to_string(c.type)) + " cols " + std::to_string(c.cols) + " G " +
+         std::to_string(c.group);
+}
+
+// sum_c |W[r,c] x_c|: the scale of the rounding error of a row dot.
+float abs_dot(const MatrixView& w, int64_t r, const float* x) {
+  double s = 0;
+  for (int64_t c = 0; c < w.cols; ++c) s += std::fabs(double(ref::weight(w, r, c)) * x[c]);
+  return float(s);
+}
+
+TEST(KernelsMatvec, MatchesReference) {
+  std::mt19937 rng(11);
+  const int64_t rows = 37;
+  for_each_target([&] {
+    for (const Case& c : matrix_cases()) {
+      SCOPED_TRACE(name(c));
+      const auto w = randn(rows * c.cols, rng);
+      const Matrix m = encode_matrix(w.data(), rows, c.cols, c.type, c.group);
+      const MatrixView v = m.view();
+      const auto x = randn(c.cols, rng);
+      std::vector<float> y(rows), y_ref(rows);
+      matvec(v, x.data(), y.data());
+      ref::matvec(v, x.data(), y_ref.data());
+      auto y_add = randn(rows, rng), y_add_ref = y_add;
+      matvec_add(v, x.data(), 0.7f, y_add.data());
+      ref::matvec_add(v, x.data(), 0.7f, y_add_ref.data());
+      for (int64_t r = 0; r < rows; ++r) {
+        const float tol = 1e-5f * abs_dot(v, r, x.data()) + 1e-6f;
+        ASSERT_NEAR(y[size_t(r)], y_ref[size_t(r)], tol) << "row " << r;
+        ASSERT_NEAR(dot_row(v, r, x.data()), y_ref[size_t(r)], tol) << "row " << r;
+        ASSERT_NEAR(y_add[size_t(r)], y_add_ref[size_t(r)], tol + 1e-6f * std::fabs(y_add_ref[size_t(r)]));
+      }
+    }
+  });
+}
+
+TEST(KernelsAddRows, MatchesReference) {
+  std::mt19937 rng(12);
+  const int64_t rows = 41;
+  // Rows in arbitrary order, one repeated; the rest (the neurons that did not fire) unread.
+  const std::vector<int32_t> list = {5, 0, 40, 17, 5, 33, 2};
+  const std::vector<float> coeffs = {0.5f, -1.25f, 2.0f, 0.125f, 3.0f, -0.75f, 1.0f};
+  for_each_target([&] {
+    for (const Case& c : matrix_cases()) {
+      SCOPED_TRACE(name(c));
+      const auto w = randn(rows * c.cols, rng);
+      const Matrix m = encode_matrix(w.data(), rows, c.cols, c.type, c.group);
+      const MatrixView v = m.view();
+      auto y = randn(c.cols, rng), y_ref = y;
+      add_rows(v, list.data(), coeffs.data(), int64_t(list.size()), y.data());
+      ref::add_rows(v, list.data(), coeffs.data(), int64_t(list.size()), y_ref.data());
+      for (int64_t col = 0; col < c.cols; ++col) {
+        double scale = std::fabs(y_ref[size_t(col)]);
+        for (size_t i = 0; i < list.size(); ++i)
+          scale += std::fabs(coeffs[i] * ref::weight(v, list[i], col));
+        ASSERT_NEAR(y[size_t(col)], y_ref[size_t(col)], 1e-6 * scale + 1e-7) << "col " << col;
+      }
+    }
+  });
+}
+
+TEST(KernelsMatmul, MatchesReference) {
+  std::mt19937 rng(13);
+  const int64_t rows = 23;
+  for_each_target([&] {
+    for (const Case& c : matrix_cases()) {
+      if (c.cols > 500 && c.type != DType::q8) continue;  // keep the reference loop short
+      for (int64_t tokens : {1, 5, 37}) {
+        SCOPED_TRACE(name(c) + " tokens " + std::to_string(tokens));
+        const auto w = randn(rows * c.cols, rng);
+        const Matrix m = encode_matrix(w.data(), rows, c.cols, c.type, c.group);
+        const MatrixView v = m.view();
+        const auto x = randn(tokens * c.cols, rng);
+        std::vector<float> y(static_cast<size_t>(tokens * rows)), y_ref(static_cast<size_t>(tokens * rows));
+        matmul(v, x.data(), tokens, y.data());
+        ref::matmul(v, x.data(), tokens, y_ref.data());
+        for (int64_t t = 0; t < tokens; ++t)
+          for (int64_t r = 0; r < rows; ++r) {
+            const float tol = 1e-5f * abs_dot(v, r, x.data() + t * c.cols) + 1e-6f;
+            ASSERT_NEAR(y[size_t(t * rows + r)], y_ref[size_t(t * rows + r)], tol)
+                << "token " << t << " row " << r;
+          }
+      }
+    }
+  });
+}
+
+TEST(KernelsThreads, ResultsDoNotDependOnThreadCount) {
+  std::mt19937 rng(14);
+  const int64_t rows = 301, cols = 1024, tokens = 9;
+  const auto w = randn(rows * cols, rng);
+  const auto x = randn(tokens * cols, rng);
+  std::vector<int32_t> list(150);
+  std::vector<float> coeffs(150);
+  for (size_t i = 0; i < list.size(); ++i) list[i] = int32_t((i * 7) % rows), coeffs[i] = float(i) / 50 - 1;
+  for (DType t : {DType::f32, DType::bf16, DType::q8, DType::q4}) {
+    SCOPED_TRACE(to_string(t));
+    const Matrix m = encode_matrix(w.data(), rows, cols, t, 64);
+    std::vector<float> y1(rows), y_mm1(static_cast<size_t>(tokens * rows)), y_add1(cols, 0.5f);
+    matvec(m.view(), x.data(), y1.data(), nullptr);
+    matmul(m.view(), x.data(), tokens, y_mm1.data(), nullptr);
+    add_rows(m.view(), list.data(), coeffs.data(), int64_t(list.size()), y_add1.data(), nullptr);
+    for (int threads : {2, 3, 4}) {
+      ThreadPool pool(threads);
+      std::vector<float> y(rows), y_mm(static_cast<size_t>(tokens * rows)), y_add(cols, 0.5f);
+      matvec(m.view(), x.data(), y.data(), &pool);
+      matmul(m.view(), x.data(), tokens, y_mm.data(), &pool);
+      add_rows(m.view(), list.data(), coeffs.data(), int64_t(list.size()), y_add.data(), &pool);
+      EXPECT_EQ(y, y1) << threads << " threads";
+      EXPECT_EQ(y_mm, y_mm1) << threads << " threads";
+      EXPECT_EQ(y_add, y_add1) << threads << " threads";
+    }
+  }
+}
+
+TEST(KernelsVector, DotAndAxpyMatchReference) {
+  std::mt19937 rng(15);
+  for_each_target([&] {
+    for (int64_t n : {1, 3, 17, 1001, 4099}) {
+      const auto a = randn(n, rng), b = randn(n, rng);
+      double scale = 0;
+      for (int64_t i = 0; i < n; ++i) scale += std::fabs(double(a[size_t(i)]) * b[size_t(i)]);
+      EXPECT_NEAR(dot(a.data(), b.data(), n), ref::dot(a.data(), b.data(), n), 1e-5 * scale + 1e-6) << n;
+      auto y = randn(n, rng), y_ref = y;
+      axpy(-0.3f, a.data(), n, y.data());
+      ref::axpy(-0.3f, a.data(), n, y_ref.data());
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_NEAR(y[size_t(i)], y_ref[size_t(i)], 1e-6f * (std::fabs(y_ref[size_t(i)]) + 1)) << n;
+    }
+  });
+}
+
+// |a - b| <= rel * |b| + abs, element by element.
+void expect_close(const std::vector<float>& a, const std::vector<float>& b, double rel,
+                  double abs, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    ASSERT_NEAR(a[i], b[i], rel * std::fabs(b[i]) + abs) << what << " at " << i << " of " << a.size();
+}
+
+TEST(KernelsNorm, RmsNormAndL2MatchReference) {
+  std::mt19937 rng(16);
+  for_each_target([&] {
+    for (int64_t n : {1, 5, 17, 960, 1001}) {
+      const auto x = randn(n, rng, 3.0f), gain = randn(n, rng, 0.2f);
+      for (int mode = 0; mode < 3; ++mode) {  // no gain, gain, unit-offset gain
+        const float* g = mode == 0 ? nullptr : gain.data();
+        std::vector<float> out(static_cast<size_t>(n)), out_ref(static_cast<size_t>(n));
+        rmsnorm(x.data(), g, n, 1e-6f, mode == 2, out.data());
+        ref::rmsnorm(x.data(), g, n, 1e-6f, mode == 2, out_ref.data());
+        expect_close(out, out_ref, 4e-6, 1e-7, "rmsnorm mode " + std::to_string(mode));
+      }
+      std::vector<float> u(static_cast<size_t>(n)), u_ref(static_cast<size_t>(n));
+      l2_normalize(x.data(), n, 1e-6f, u.data());
+      ref::l2_normalize(x.data(), n, 1e-6f, u_ref.data());
+      expect_close(u, u_ref, 4e-6, 1e-7, "l2_normalize");
+      const double ss = ref::dot(x.data(), x.data(), n);  // |u|^2 = ss / (ss + eps)
+      EXPECT_NEAR(ref::dot(u.data(), u.data(), n), ss / (ss + 1e-6), 1e-5);
+      auto in_place = x;  // in place gives the same result
+      rmsnorm(in_place.data(), gain.data(), n, 1e-6f, false, in_place.data());
+      std::vector<float> out(static_cast<size_t>(n));
+      rmsnorm(x.data(), gain.data(), n, 1e-6f, false, out.data());
+      EXPECT_EQ(in_place, out);
+    }
+  });
+}
+
+TEST(KernelsSoftmax, MatchesReferenceAndHandlesMasks) {
+  std::mt19937 rng(17);
+  for_each_target([&] {
+    for (int64_t n : {1, 6, 19, 1003}) {
+      auto x = randn(n, rng, 20.0f);  // wide logits: stability matters
+      if (n > 2) x[1] = -INFINITY;
+      auto x_ref = x;
+      softmax(x.data(), n);
+      ref::softmax(x_ref.data(), n);
+      expect_close(x, x_ref, 1e-5, 1e-7, "softmax");
+      double sum = 0;
+      for (float v : x) sum += v;
+      EXPECT_NEAR(sum, 1.0, 1e-5);
+      if (n > 2) {
+        EXPECT_EQ(x[1], 0.0f);
+      }
+    }
+    std::vector<float> masked(9, -INFINITY);
+    softmax(masked.data(), 9);
+    EXPECT_EQ(masked, std::vector<float>(9, 0.0f));
+  });
+}
+
+TEST(KernelsActivations, MatchReference) {
+  std::mt19937 rng(18);
+  using Fn = void (*)(const float*, int64_t, float*);
+  struct Act { const char* name; Fn simd, reference; float lo, hi; double rel, abs; };
+  const Act acts[] = {
+      {"exp", exp, ref::exp, -100, 88, 4e-7, 1e-37},
+      {"sigmoid", sigmoid, ref::sigmoid, -40, 40, 6e-7, 1e-30},
+      {"silu", silu, ref::silu, -40, 40, 6e-7, 1e-30},
+      {"softplus", softplus, ref::softplus, -40, 40, 2e-6, 1e-30},
+      {"relu2", relu2, ref::relu2, -10, 10, 0, 0},
+  };
+  for_each_target([&] {
+    for (const Act& a : acts)
+      for (int64_t n : {1, 7, 33, 1001}) {
+        std::uniform_real_distribution<float> u(a.lo, a.hi);
+        std::vector<float> x(static_cast<size_t>(n));
+        for (auto& v : x) v = u(rng);
+        std::vector<float> y(static_cast<size_t>(n)), y_ref(static_cast<size_t>(n));
+        a.simd(x.data(), n, y.data());
+        a.reference(x.data(), n, y_ref.data());
+        expect_close(y, y_ref, a.rel, a.abs, a.name);
+      }
+  });
+}
+
+// RoPE as a complex rotation: z_i = x_i + i x_{i+h} becomes z_i e^{i pos f_i}.
+std::vector<float> rope_by_rotation(const std::vector<float>& x, int heads, int head_dim,
+                                    int rotary_dim, const std::vector<float>& f, int64_t pos) {
+  std::vector<float> out = x;
+  const int h = rotary_dim / 2;
+  for (int head = 0; head < heads; ++head)
+    for (int i = 0; i < h; ++i) {
+      const size_t a = size_t(head * head_dim + i), b = a + size_t(h);
+      const std::complex<double> z(x[a], x[b]), r = z * std::polar(1.0, double(pos) * f[size_t(i)]);
+      out[a] = float(r.real());
+      out[b] = float(r.imag());
+    }
+  return out;
+}
+
+TEST(KernelsRope, MatchesComplexRotationAndReference) {
+  std::mt19937 rng(19);
+  for_each_target([&] {
+    for (auto [head_dim, rotary_dim] : {std::pair{128, 128}, {64, 46}, {6, 2}, {96, 96}}) {
+      const int heads = 3;
+      const auto f = rope_inv_freq(rotary_dim, 10000.0);
+      for (int64_t pos : {0, 1, 17, 5000, 131071}) {
+        const auto x = randn(heads * head_dim, rng);
+        auto y = x, y_ref = x;
+        rope(y.data(), heads, head_dim, rotary_dim, f.data(), pos);
+        ref::rope(y_ref.data(), heads, head_dim, rotary_dim, f.data(), pos);
+        const auto expected = rope_by_rotation(x, heads, head_dim, rotary_dim, f, pos);
+        expect_close(y_ref, expected, 1e-6, 1e-6, "reference rope");
+        expect_close(y, expected, 2e-6, 2e-6, "rope hd " + std::to_string(head_dim) + " pos " + std::to_string(pos));
+        for (int head = 0; head < heads; ++head)  // dimensions past rotary_dim pass through
+          for (int i = rotary_dim; i < head_dim; ++i)
+            ASSERT_EQ(y[size_t(head * head_dim + i)], x[size_t(head * head_dim + i)]);
+      }
+    }
+  });
+}
+
+TEST(KernelsRope, Llama3FrequencyScaling) {
+  const int dim = 128;
+  const double theta = 500000.0, pi = 3.14159265358979323846;
+  const RopeScaling sc{8.0, 1.0, 4.0, 8192};
+  const auto plain = rope_inv_freq(dim, theta);
+  const auto scaled = rope_inv_freq(dim, theta, sc);
+  int low = 0, high = 0, mid = 0;
+  for (int i = 0; i < dim / 2; ++i) {
+    const double f = std::pow(theta, -2.0 * i / dim);
+    EXPECT_NEAR(plain[size_t(i)], f, 1e-7 * f);
+    const double wavelen = 2 * pi / f;
+    if (wavelen < 8192 / 4.0) {  // high frequency: unchanged
+      EXPECT_NEAR(scaled[size_t(i)], f, 1e-7 * f);
+      ++high;
+    } else if (wavelen > 8192 / 1.0) {  // low frequency: divided by the factor
+      EXPECT_NEAR(scaled[size_t(i)], f / 8, 1e-7 * f);
+      ++low;
+    } else {  // between: strictly between the two
+      EXPECT_LT(scaled[size_t(i)], f);
+      EXPECT_GT(scaled[size_t(i)], f / 8);
+      ++mid;
+    }
+  }
+  EXPECT_GT(low, 0);
+  EXPECT_GT(high, 0);
+  EXPECT_GT(mid, 0);
+  EXPECT_THROW(rope_inv_freq(7, theta), KernelError);
+}
+
+TEST(KernelsRope, ScoreDependsOnRelativePosition) {
+  std::mt19937 rng(20);
+  const int d = 64;
+  const auto f = rope_inv_freq(d, 10000.0);
+  const auto q = randn(d, rng), k = randn(d, rng);
+  auto score = [&](int64_t m, int64_t n) {
+    auto a = q, b = k;
+    rope(a.data(), 1, d, d, f.data(), m);
+    rope(b.data(), 1, d, d, f.data(), n);
+    return dot(a.data(), b.data(), d);
+  };
+  EXPECT_NEAR(score(7, 3), score(1007, 1003), 1e-4);
+  EXPECT_GT(std::fabs(score(7, 3) - score(7, 5)), 1e-3);  // and does depend on it
+}
+
+TEST(KernelsTopK, TiesGoToTheLowerIndex) {
+  const std::vector<float> x = {1, 3, 3, 2, 3, NAN, 3};
+  std::vector<int32_t> idx(4);
+  top_k(x.data(), int64_t(x.size()), 4, idx.data());
+  EXPECT_EQ(idx, (std::vector<int32_t>{1, 2, 4, 6}));
+  std::vector<int32_t> all(7);
+  top_k(x.data(), 7, 7, all.data());
+  EXPECT_EQ(all, (std::vector<int32_t>{1, 2, 4, 6, 3, 0, 5}));  // NaN last
+  EXPECT_THROW(top_k(x.data(), 7, 8, all.data()), KernelError);
+}
+
+TEST(KernelsTopK, MatchesStableSortReference) {
+  std::mt19937 rng(21);
+  for_each_target([&] {
+    for (int64_t n : {1, 9, 120, 1001, 65537}) {
+      std::uniform_int_distribution<int> small(0, 20);  // many duplicates
+      std::vector<float> x(static_cast<size_t>(n));
+      for (auto& v : x) v = float(small(rng)) - 10;
+      if (n > 10) x[3] = NAN, x[size_t(n - 1)] = NAN;
+      for (int k : {1, 3, 8, 64}) {
+        if (k > n) continue;
+        std::vector<int32_t> idx(static_cast<size_t>(k)), idx_ref(static_cast<size_t>(k));
+        top_k(x.data(), n, k, idx.data());
+        ref::top_k(x.data(), n, k, idx_ref.data());
+        ASSERT_EQ(idx, idx_ref) << "n " << n << " k " << k;
+      }
+      std::vector<int32_t> all(static_cast<size_t>(n)), all_ref(static_cast<size_t>(n));
+      top_k(x.data(), n, int(n), all.data());
+      ref::top_k(x.data(), n, int(n), all_ref.data());
+      ASSERT_EQ(all, all_ref) << "n " << n;
+    }
+  });
+}
+
+TEST(KernelsThreadPool, CoversEveryIndexOnceInAlignedChunks) {
+  for (int threads : {1, 2, 3, 5}) {
+    ThreadPool pool(threads);
+    EXPECT_EQ(pool.size(), threads);
+    for (int64_t n : {1, 15, 16, 17, 100, 1000}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      pool.parallel_for(n, 16, [&](int64_t b, int64_t e) {
+        EXPECT_TRUE(b % 16 == 0) << b;
+        EXPECT_TRUE(e % 16 == 0 || e == n) << e;
+        for (int64_t i = b; i < e; ++i) hits[size_t(i)]++;
+      });
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[size_t(i)].load(), 1) << "n " << n << " i " << i;
+    }
+  }
+}
+
+TEST(KernelsThreadPool, PropagatesExceptionsAndRunsNestedCallsSerially) {
+  ThreadPool pool(3);
+  EXPECT_THROW(pool.parallel_for(300, 1, [](int64_t b, int64_t) {
+    if (b > 0) throw std::runtime_error("chunk failed");
+  }), std::runtime_error);
+  std::atomic<int64_t> total{0};
+  pool.parallel_for(30, 1, [&](int64_t b, int64_t e) {
+    pool.parallel_for(e - b, 1, [&](int64_t b2, int64_t e2) { total += e2 - b2; });
+  });
+  EXPECT_EQ(total.load(), 30);
+  pool.parallel_for(10, 1, [&](int64_t b, int64_t e) { total += e - b; });  // still usable
+  EXPECT_EQ(total.load(), 40);
+}
+
+}  // namespace
+}  // namespace wren::kernels
