@@ -1,9 +1,11 @@
-# The README's two commands: `make run` (the main job) and `make test` (the whole test suite).
-# Each installs its Debian packages first (scripts/bootstrap).
+# The README's two commands: `make run` (the main job) and `make test` (the whole test suite,
+# then again under AddressSanitizer and UndefinedBehaviorSanitizer). Each installs its Debian
+# packages first (scripts/bootstrap).
 BUILD ?= build
+ASAN  ?= $(BUILD)-asan
 JOBS  ?= 2
 
-.PHONY: bootstrap build run test clean
+.PHONY: bootstrap build build-asan run test test-asan clean
 bootstrap:
 	@scripts/bootstrap
 
@@ -14,8 +16,16 @@ build: bootstrap
 run: build
 	$(BUILD)/wren explore embla-1 nenya llama-3.1-8b
 
-test: build
+build-asan: bootstrap
+	@cmake -S . -B $(ASAN) -G Ninja -DWREN_SANITIZE=ON >/dev/null
+	@cmake --build $(ASAN) -j $(JOBS)
+
+test: build build-asan
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	cd $(ASAN) && ctest --output-on-failure -j $(JOBS)
+
+test-asan: build-asan
+	cd $(ASAN) && ctest --output-on-failure -j $(JOBS)
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(ASAN)

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <sys/wait.h>
@@ -79,6 +80,50 @@ TEST(Cli, BadConfigsFailWithAClearMessage) {
   r = run("explore embla-mini --weights int3");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.output.find("int3"), std::string::npos) << r.output;
+}
+
+TEST(Cli, InitGeneratePerplexity) {
+  const std::string dir = ::testing::TempDir() + "/cli_embla_mini";
+  std::filesystem::remove_all(dir);
+  Result init = run("init embla-mini -o " + dir + " --seed 5 --dtype q8");
+  ASSERT_EQ(init.status, 0) << init.output;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/engram.safetensors"));
+  Result again = run("init embla-mini -o " + dir);
+  EXPECT_NE(again.status, 0) << "overwrote an existing model directory";
+  Result gen = run("generate -m " + dir + " \"Once upon\" -n 12 --temp 0 --stats");
+  ASSERT_EQ(gen.status, 0) << gen.output;
+  EXPECT_EQ(gen.output.rfind("Once upon", 0), 0u) << gen.output;
+  EXPECT_NE(gen.output.find("tokens/s"), std::string::npos) << gen.output;
+  // Greedy decoding is deterministic.
+  Result gen2 = run("generate -m " + dir + " \"Once upon\" -n 12 --temp 0");
+  EXPECT_EQ(gen2.output.substr(0, 20), gen.output.substr(0, 20));
+  std::string text;
+  for (int i = 0; i < 40; ++i) text += "The quick brown fox jumps over the lazy dog. ";
+  const std::string file = write_temp("ppl.txt", text);
+  Result ppl = run("perplexity -m " + dir + " " + file + " -c 64");
+  ASSERT_EQ(ppl.status, 0) << ppl.output;
+  const size_t at = ppl.output.find("perplexity ");
+  ASSERT_NE(at, std::string::npos) << ppl.output;
+  // An untrained model over 257 byte tokens: perplexity near the vocabulary size, not 0 or inf.
+  const double value = std::stod(ppl.output.substr(at + 11));
+  EXPECT_GT(value, 50.0);
+  EXPECT_LT(value, 5000.0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Cli, MalformedModelDirectoryNamesTheProblem) {
+  const std::string dir = ::testing::TempDir() + "/cli_bad_model";
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(run("init embla-mini -o " + dir + " --dtype f32").status, 0);
+  // Truncate the weights file: the error names the file.
+  std::filesystem::resize_file(dir + "/model.safetensors", 1000);
+  Result r = run("generate -m " + dir + " hi -n 2");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("model.safetensors"), std::string::npos) << r.output;
+  std::filesystem::remove_all(dir);
+  Result missing = run("generate -m " + dir + " hi");
+  EXPECT_NE(missing.status, 0);
+  EXPECT_NE(missing.output.find("cli_bad_model: not a directory"), std::string::npos) << missing.output;
 }
 
 }  // namespace

@@ -7,9 +7,17 @@ namespace CLI { class App; }
 namespace wren::tools {
 
 void register_explore(CLI::App& app);
+void register_init(CLI::App& app);
+void register_generate(CLI::App& app);
+void register_perplexity(CLI::App& app);
+void register_tokenizer(CLI::App& app);
 
 inline void register_all(CLI::App& app) {
   register_explore(app);
+  register_init(app);
+  register_generate(app);
+  register_perplexity(app);
+  register_tokenizer(app);
 }
 
 }  // namespace wren::tools

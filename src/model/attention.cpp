@@ -1,0 +1,87 @@
+// The projections every attention mechanism shares: queries, this token's keys and values,
+// and the output projection.
+#include "model/attention.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/ops.h"
+
+namespace wren {
+
+void AttentionScratch::reserve(const ModelConfig& c, int64_t context) {
+  size_t width = 0;
+  for (auto& [name, m] : c.mixers) width = std::max(width, size_t(m.n_heads) * size_t(std::max(m.head_dim, m.value_dim())));
+  q.resize(width), k.resize(width), v.resize(width), o.resize(width), gate.resize(width);
+  scores.resize(size_t(context));
+  selected.resize(size_t(context));
+}
+
+namespace {
+
+void add_bias(const Vec& b, float* y) {
+  for (size_t i = 0; i < b.size(); ++i) y[i] += b[i];
+}
+
+// QK-norm: each head's vector (or the whole projection) RMS-normalised with its gain.
+void qk_normalise(const Vec& gain, QkNorm mode, int heads, int head_dim, const ModelConfig& c, float* x) {
+  if (mode == QkNorm::none) return;
+  if (mode == QkNorm::full) {
+    kernels::rmsnorm(x, gain.data(), int64_t(heads) * head_dim, float(c.norm.eps), c.norm.unit_offset, x);
+    return;
+  }
+  for (int h = 0; h < heads; ++h)
+    kernels::rmsnorm(x + h * head_dim, gain.data(), head_dim, float(c.norm.eps), c.norm.unit_offset, x + h * head_dim);
+}
+
+void rotate(const AttentionWeights& w, const MixerSpec& m, int heads, int64_t pos, float* x) {
+  if (!m.rope) return;
+  const int rotary = m.rope->rotary_dim ? m.rope->rotary_dim : m.head_dim;
+  kernels::rope(x, heads, m.head_dim, rotary, w.rope_inv_freq.data(), pos);
+}
+
+}  // namespace
+
+void project_query(const AttentionWeights& w, const MixerSpec& m, const ModelConfig& c, const float* x, int64_t pos,
+                   float* q, kernels::ThreadPool* pool) {
+  kernels::matvec(w.wq, x, q, pool);
+  add_bias(w.bq, q);
+  qk_normalise(w.q_norm, m.qk_norm, m.n_heads, m.head_dim, c, q);
+  rotate(w, m, m.n_heads, pos, q);
+}
+
+void append_kv(const AttentionWeights& w, const MixerSpec& m, const ModelConfig& c, const float* x, int64_t pos,
+               KvCache& cache, AttentionScratch& s, kernels::ThreadPool* pool) {
+  auto [k, v] = cache.append();
+  kernels::matvec(w.wk, x, k, pool);
+  kernels::matvec(w.wv, x, v, pool);
+  add_bias(w.bk, k);
+  add_bias(w.bv, v);
+  qk_normalise(w.k_norm, m.qk_norm, m.n_kv_heads, m.head_dim, c, k);
+  rotate(w, m, m.n_kv_heads, pos, k);
+}
+
+void clear_group_scores(float* group_scores, int64_t stride, int kv_heads, int64_t end) {
+  if (!group_scores) return;
+  for (int g = 0; g < kv_heads; ++g) std::fill(group_scores + g * stride, group_scores + g * stride + end, -INFINITY);
+}
+
+void record_group_scores(float* group_scores, int64_t stride, int kv_head, int64_t first, const float* scores, int64_t n) {
+  if (!group_scores) return;
+  float* best = group_scores + kv_head * stride + first;
+  for (int64_t j = 0; j < n; ++j) best[j] = std::max(best[j], scores[j]);
+}
+
+void project_output(const AttentionWeights& w, const MixerSpec& m, const float* x, AttentionScratch& s, float* out,
+                    kernels::ThreadPool* pool) {
+  const int64_t width = int64_t(m.n_heads) * m.value_dim();
+  if (present(w.wg)) {  // output gate: o *= sigmoid(W_g x)
+    kernels::matvec(w.wg, x, s.gate.data(), pool);
+    kernels::sigmoid(s.gate.data(), width, s.gate.data());
+    for (int64_t i = 0; i < width; ++i) s.o[size_t(i)] *= s.gate[size_t(i)];
+  }
+  kernels::matvec(w.wo, s.o.data(), out, pool);
+  add_bias(w.bo, out);
+}
+
+}  // namespace wren

@@ -1,0 +1,68 @@
+// model/: the three attention mechanisms of Embla (and the softmax attention of ordinary
+// models), one file each, sharing the query/key projections declared here.
+//
+//   window_attention.cpp  softmax over the cache (sliding window or full), RoPE, GQA, sinks
+//   relu2_attention.cpp   Sevren Sparse Attention: w_j = max(s_j, 0)^2, o = sum w v / (c + sum w)
+//   sparse_attention.cpp  top-k keys by the full layer's scores + recent window, own softmax
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "config/model_config.h"
+#include "kernels/threads.h"
+#include "model/kv_cache.h"
+#include "model/model.h"
+
+namespace wren {
+
+// Per-session working memory of the attention layers, sized once for the largest layer.
+struct AttentionScratch {
+  std::vector<float> q, k, v, o, gate;  // [heads * head_dim]
+  std::vector<float> scores;            // [context]
+  std::vector<int32_t> selected;        // [context]
+  void reserve(const ModelConfig& c, int64_t context);
+};
+
+// q = W_q x (+ b_q), QK-norm per head (or over the whole projection), RoPE at `pos`.
+void project_query(const AttentionWeights& w, const MixerSpec& m, const ModelConfig& c, const float* x, int64_t pos,
+                   float* q, kernels::ThreadPool* pool);
+// This token's K and V from the K/V input x, stored as the layer reads them (RoPE'd or
+// normalised), appended to `cache`.
+void append_kv(const AttentionWeights& w, const MixerSpec& m, const ModelConfig& c, const float* x, int64_t pos,
+               KvCache& cache, AttentionScratch& s, kernels::ThreadPool* pool);
+// Per-KV-head maxima of query-group scores (see relu2_attention): reset positions [0, end)
+// to -inf, then fold in one head's scores of positions first, first + 1, ...
+void clear_group_scores(float* group_scores, int64_t stride, int kv_heads, int64_t end);
+void record_group_scores(float* group_scores, int64_t stride, int kv_head, int64_t first, const float* scores, int64_t n);
+// out = W_o (o * sigmoid(W_g x) if gated) (+ b_o), from the heads' outputs in s.o.
+void project_output(const AttentionWeights& w, const MixerSpec& m, const float* x, AttentionScratch& s, float* out,
+                    kernels::ThreadPool* pool);
+
+// Softmax attention of the token at `pos` over the positions the cache holds (the window for
+// a window layer): p = softmax(q.k / sqrt(d_h)) (with a per-head sink logit if present).
+// group_scores, when not null, receives the per-KV-head scores as relu2_attention's does.
+void window_attention(const AttentionWeights& w, const MixerSpec& m, const ModelConfig& c, const float* x, int64_t pos,
+                      const KvCache& cache, AttentionScratch& s, float* group_scores, int64_t stride, float* out,
+                      kernels::ThreadPool* pool);
+
+// The ReLU^2 weights of one head's scores, in place: w_j = max(s_j, 0)^2. Keys scored <= 0
+// get exactly 0, so their values are never read.
+void relu2_weights(float* scores, int64_t n);
+// Sevren Sparse Attention over the whole cache. When group_scores is not null it also
+// receives, for the sparse layers that reuse this cache, group_scores[g * stride + j] = the
+// maximum over KV head g's query heads of the pre-ReLU score s_j.
+void relu2_attention(const AttentionWeights& w, const MixerSpec& m, const ModelConfig& c, const float* x, int64_t pos,
+                     const KvCache& cache, AttentionScratch& s, float* group_scores, int64_t stride, float* out,
+                     kernels::ThreadPool* pool);
+
+// Sparse selection: the top_k keys by score, union the `recent` most recent of n keys; all
+// n when n <= top_k + recent. Writes ascending positions to `out`, returns their count.
+int64_t select_keys(const float* scores, int64_t n, int top_k, int recent, int32_t* out);
+// A sparse layer: per KV head g, select keys by the owner's group_scores[g], then its own
+// softmax(q^ . k^ / sqrt(d_h)) over the selection of the owner's cache.
+void sparse_attention(const AttentionWeights& w, const MixerSpec& m, const MixerSpec& owner, const ModelConfig& c,
+                      const float* x, int64_t pos, const KvCache& cache, const float* group_scores, int64_t stride,
+                      AttentionScratch& s, float* out, kernels::ThreadPool* pool);
+
+}  // namespace wren

@@ -1,0 +1,122 @@
+// Loading: walk the weight map and put each tensor in its slot by name. The weight map is
+// the one list of what exists, so a slot without a tensor stays empty (absent).
+#include "model/model.h"
+
+#include <stdexcept>
+
+#include "kernels/ops.h"
+
+namespace wren {
+
+namespace {
+
+// "layers.12.attn.wq" -> (12, "attn.wq"); model-level names -> (-1, name).
+std::pair<int, std::string> split_name(const std::string& name) {
+  if (name.rfind("layers.", 0) != 0) return {-1, name};
+  size_t dot = name.find('.', 7);
+  return {std::stoi(name.substr(7, dot - 7)), name.substr(dot + 1)};
+}
+
+struct Slots {
+  std::map<std::string, MatrixView*> matrices;
+  std::map<std::string, Vec*> vectors;
+};
+
+void ffn_slots(Slots& s, const std::string& p, FfnWeights& f) {
+  s.matrices[p + "w_gate"] = &f.w_gate;
+  s.matrices[p + "w_up"] = &f.w_up;
+  s.matrices[p + "w_down"] = &f.w_down;
+  s.vectors[p + "b_gate"] = &f.b_gate;
+  s.vectors[p + "b_up"] = &f.b_up;
+  s.vectors[p + "b_down"] = &f.b_down;
+}
+
+void mix_slots(Slots& s, const std::string& p, MixWeights& m) {
+  s.vectors[p + "query"] = &m.query;
+  s.vectors[p + "norm"] = &m.norm;
+}
+
+Slots layer_slots(LayerWeights& l) {
+  Slots s;
+  s.vectors = {{"attn_norm", &l.attn_norm}, {"ffn_norm", &l.ffn_norm}, {"attn_post_norm", &l.attn_post_norm},
+               {"ffn_post_norm", &l.ffn_post_norm}};
+  mix_slots(s, "attn_res.", l.attn_res);
+  mix_slots(s, "ffn_res.", l.ffn_res);
+  mix_slots(s, "kv_bridge.", l.kv_bridge);
+  AttentionWeights& a = l.attn;
+  s.matrices.insert({{"attn.wq", &a.wq}, {"attn.wk", &a.wk}, {"attn.wv", &a.wv}, {"attn.wg", &a.wg}, {"attn.wo", &a.wo}});
+  s.vectors.insert({{"attn.bq", &a.bq}, {"attn.bk", &a.bk}, {"attn.bv", &a.bv}, {"attn.bo", &a.bo},
+                    {"attn.q_norm", &a.q_norm}, {"attn.k_norm", &a.k_norm}, {"attn.sinks", &a.sinks}});
+  ffn_slots(s, "ffn.", l.dense);
+  MoeWeights& m = l.moe;
+  s.matrices.insert({{"ffn.router", &m.router}, {"ffn.latent_down", &m.latent_down}, {"ffn.latent_up", &m.latent_up},
+                     {"ffn.shared_gate", &m.shared_gate}});
+  s.vectors.insert({{"ffn.router_bias", &m.router_bias}, {"ffn.balance_bias", &m.balance_bias}});
+  ffn_slots(s, "ffn.experts.", m.experts);
+  ffn_slots(s, "ffn.shared.", m.shared);
+  return s;
+}
+
+void check_supported(const ModelConfig& c) {
+  auto unsupported = [&](const std::string& what) {
+    throw std::runtime_error("model " + c.name + ": the engine does not run " + what + " yet");
+  };
+  if (c.residual.kind == ResidualKind::mhc) unsupported("mHC residual streams");
+  if (c.engram && c.engram->placement == EngramPlacement::gated_add) unsupported("gated-add engram");
+  for (auto& [name, m] : c.mixers)
+    if (m.rope && (m.rope->yarn_factor > 0 || m.rope->linear_factor != 1.0)) unsupported("YaRN or linear RoPE scaling");
+  for (auto& [name, m] : c.mixers)
+    if (m.kind == MixerKind::mla || m.kind == MixerKind::gdn || m.kind == MixerKind::gdn2)
+      unsupported(std::string(to_string(m.kind)) + " layers");
+  for (auto& [name, f] : c.ffns)
+    if (f.activation == Activation::swiglu_oai) unsupported("swiglu_oai experts");
+}
+
+}  // namespace
+
+std::shared_ptr<const Model> load_model(const ModelConfig& c, std::shared_ptr<const WeightSource> source) {
+  check_supported(c);
+  auto model = std::make_shared<Model>();
+  Model& m = *model;
+  m.config = c;
+  m.map = build_weight_map(c);
+  m.prefill_exit = c.prefill_exit_layer();
+  m.storage = source;
+  m.layers.resize(size_t(c.n_layers()));
+  m.bridges_at.resize(size_t(c.n_layers()));
+  for (int i = 0; i < c.n_layers(); ++i)
+    if (c.layers[i].kv.kind == KvSourceKind::bridge) m.bridges_at[size_t(c.layers[i].kv.layer)].push_back(i);
+
+  Slots top;
+  top.matrices = {{"embed", &m.embed}, {"lm_head", &m.lm_head}, {"engram.tables", &m.engram_tables}};
+  top.vectors = {{"final_norm", &m.final_norm}};
+  mix_slots(top, "final_res.", m.final_res);
+  std::vector<Slots> per_layer;
+  for (LayerWeights& l : m.layers) per_layer.push_back(layer_slots(l));
+
+  for (const TensorInfo& t : m.map.tensors) {
+    auto [layer, local] = split_name(t.name);
+    Slots& s = layer < 0 ? top : per_layer[size_t(layer)];
+    if (auto it = s.matrices.find(local); it != s.matrices.end()) {
+      *it->second = source->matrix(t);
+    } else if (auto jt = s.vectors.find(local); jt != s.vectors.end()) {
+      *jt->second = source->floats(t);
+    } else {
+      throw std::runtime_error("model " + c.name + ": tensor " + t.name + " has no place in the engine");
+    }
+  }
+  if (c.tie_embeddings) m.lm_head = m.embed;
+  if (c.engram) m.engram.emplace(*c.engram);
+  for (int i = 0; i < c.n_layers(); ++i) {
+    const MixerSpec& spec = c.mixer(i);
+    if (spec.rope) {
+      const Rope& r = *spec.rope;
+      kernels::RopeScaling scaling{r.llama3_factor, r.llama3_low_freq, r.llama3_high_freq, r.llama3_original_context};
+      m.layers[size_t(i)].attn.rope_inv_freq =
+          kernels::rope_inv_freq(r.rotary_dim ? r.rotary_dim : spec.head_dim, r.theta, scaling);
+    }
+  }
+  return model;
+}
+
+}  // namespace wren

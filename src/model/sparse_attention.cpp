@@ -1,0 +1,52 @@
+// Sparse reuse layers (seed 000; NOTES.md 1). No keys or values of their own: per KV head of
+// the full layer they lean on, take the top_k keys by that layer's pre-ReLU score for this
+// token (max over the head's query group, so keys scored just below zero rank next), union
+// the `recent` most recent positions, and run an ordinary softmax over that selection:
+//   p_j = softmax_{j in sel}(q^ . k^_j / sqrt(d_h)),  o = sum_{j in sel} p_j v_j.
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/ops.h"
+#include "model/attention.h"
+
+namespace wren {
+
+int64_t select_keys(const float* scores, int64_t n, int top_k, int recent, int32_t* out) {
+  if (n <= int64_t(top_k) + recent) {
+    for (int64_t j = 0; j < n; ++j) out[j] = int32_t(j);
+    return n;
+  }
+  kernels::top_k(scores, n, top_k, out);
+  int64_t count = top_k;
+  const int64_t first_recent = n - recent;
+  for (int64_t j = first_recent; j < n; ++j)
+    if (std::find(out, out + top_k, int32_t(j)) == out + top_k) out[count++] = int32_t(j);
+  std::sort(out, out + count);
+  return count;
+}
+
+void sparse_attention(const AttentionWeights& w, const MixerSpec& m, const MixerSpec& owner, const ModelConfig& c,
+                      const float* x, int64_t pos, const KvCache& cache, const float* group_scores, int64_t stride,
+                      AttentionScratch& s, float* out, kernels::ThreadPool* pool) {
+  project_query(w, m, c, x, pos, s.q.data(), pool);
+  const int dh = m.head_dim, group = m.n_heads / owner.n_kv_heads;
+  const float scale = 1.0f / std::sqrt(float(dh));
+  const int64_t n = pos + 1;
+  int32_t* sel = s.selected.data();
+  float* p = s.scores.data();
+  for (int g = 0; g < owner.n_kv_heads; ++g) {
+    const int64_t count = select_keys(group_scores + g * stride, n, m.top_k, m.recent, sel);
+    const int kv = g * dh;
+    for (int h = g * group; h < (g + 1) * group; ++h) {
+      const float* q = s.q.data() + h * dh;
+      for (int64_t i = 0; i < count; ++i) p[i] = kernels::dot(q, cache.key(sel[i]) + kv, dh) * scale;
+      kernels::softmax(p, count);
+      float* o = s.o.data() + h * dh;
+      std::fill(o, o + dh, 0.0f);
+      for (int64_t i = 0; i < count; ++i) kernels::axpy(p[i], cache.value(sel[i]) + kv, dh, o);
+    }
+  }
+  project_output(w, m, x, s, out, pool);
+}
+
+}  // namespace wren

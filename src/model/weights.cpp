@@ -1,0 +1,133 @@
+#include "model/weights.h"
+
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+
+#include "config/init_rule.h"
+
+namespace wren {
+
+namespace {
+
+int64_t rows_of(const TensorInfo& t) { return t.shape.size() <= 1 ? 1 : t.numel() / t.shape.back(); }
+int64_t cols_of(const TensorInfo& t) { return t.shape.empty() ? 1 : t.shape.back(); }
+
+uint64_t splitmix64(uint64_t& s) {
+  uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+// A uniform in (0, 1) from the top 53 bits.
+double uniform(uint64_t& s) { return (double(splitmix64(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
+
+// Index of the sublayer an mHC boundary belongs to: 2 layer (+1 for the FFN).
+int mhc_sublayer(const std::string& name) {
+  int layer = 0;
+  if (std::sscanf(name.c_str(), "layers.%d.", &layer) != 1) return 0;
+  return 2 * layer + (name.find("ffn_mhc") != std::string::npos ? 1 : 0);
+}
+
+// mHC bias [n^2 + 2n] (NOTES.md 2, seed 002 figure 5-6): pre reads one stream per sublayer,
+// cycling with depth (sigmoid(+-3) = 0.95 / 0.05); post = 2 sigmoid(0) = 1 writes every
+// stream equally; the mixing logits give Sinkhorn a diagonal of ~0.95 (e^4.04 = 57 = 0.95 / (0.05 / 3)).
+void mhc_bias(const ModelConfig& c, const TensorInfo& t, float* out) {
+  const int n = c.residual.streams;
+  if (t.numel() == n) {  // the final read-out gate: equal weights
+    for (int j = 0; j < n; ++j) out[j] = 0.0f;
+    return;
+  }
+  const int read = mhc_sublayer(t.name) % n;
+  for (int j = 0; j < n; ++j) out[j] = j == read ? 3.0f : -3.0f;
+  for (int j = 0; j < n; ++j) out[n + j] = 0.0f;
+  for (int r = 0; r < n; ++r)
+    for (int k = 0; k < n; ++k) out[2 * n + r * n + k] = r == k ? float(std::log(57.0)) : 0.0f;
+}
+
+}  // namespace
+
+void init_rows(const ModelConfig& c, const TensorInfo& t, uint64_t seed, int64_t first, int64_t count, float* out) {
+  const InitRule rule = init_rule(c, t);
+  const int64_t cols = cols_of(t);
+  if (rule.kind == InitKind::mhc_bias) {
+    if (first != 0 || count != 1) throw std::invalid_argument(t.name + ": an mHC bias is one row");
+    mhc_bias(c, t, out);
+    return;
+  }
+  const uint64_t base = fnv1a(t.name) ^ (seed * 0x9E3779B97F4A7C15ull);
+  for (int64_t r = 0; r < count; ++r) {
+    uint64_t s = base + uint64_t(first + r) * 0xD1B54A32D192ED03ull;
+    float* row = out + r * cols;
+    for (int64_t j = 0; j < cols; ++j) {
+      switch (rule.kind) {
+        case InitKind::constant: row[j] = float(rule.value); break;
+        case InitKind::normal: {  // Box-Muller, one value per pair of uniforms
+          const double u1 = uniform(s), u2 = uniform(s);
+          row[j] = float(rule.std * std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
+          break;
+        }
+        case InitKind::uniform_log: row[j] = float(std::log(rule.lo + (rule.hi - rule.lo) * uniform(s))); break;
+        case InitKind::inv_softplus: {
+          const double dt = std::exp(std::log(rule.lo) + (std::log(rule.hi) - std::log(rule.lo)) * uniform(s));
+          row[j] = float(dt + std::log(-std::expm1(-dt)));  // softplus^-1(dt) = log(e^dt - 1)
+          break;
+        }
+        case InitKind::mhc_bias: break;
+      }
+    }
+  }
+}
+
+kernels::DType storage_type(const TensorInfo& t, kernels::DType matrices) {
+  const bool large = t.role == TensorRole::matrix || t.role == TensorRole::lookup;
+  if (!large || t.component == Component::router) return kernels::DType::f32;
+  return matrices;
+}
+
+OwnedWeights init_weights(const ModelConfig& c, const WeightMap& w, uint64_t seed, kernels::DType matrices, int group) {
+  OwnedWeights out;
+  for (const TensorInfo& t : w.tensors) {
+    const int64_t rows = rows_of(t), cols = cols_of(t);
+    std::vector<float> values(size_t(rows * cols));
+    init_rows(c, t, seed, 0, rows, values.data());
+    kernels::DType type = storage_type(t, matrices);
+    int g = group;
+    if ((type == kernels::DType::q8 || type == kernels::DType::q4) && cols % g) type = kernels::DType::f32;
+    out.set(t.name, kernels::encode_matrix(values.data(), rows, cols, type, g));
+  }
+  return out;
+}
+
+const kernels::Matrix* OwnedWeights::find(const std::string& name) const {
+  auto it = tensors_.find(name);
+  return it == tensors_.end() ? nullptr : &it->second;
+}
+
+const kernels::Matrix& OwnedWeights::at(const TensorInfo& t) const {
+  const kernels::Matrix* m = find(t.name);
+  if (!m) throw std::runtime_error("weights: missing tensor " + t.name);
+  if (m->rows != rows_of(t) || m->cols != cols_of(t))
+    throw std::runtime_error("weights: tensor " + t.name + " has " + std::to_string(m->rows) + "x" +
+                             std::to_string(m->cols) + " values, expected " + std::to_string(rows_of(t)) + "x" +
+                             std::to_string(cols_of(t)) + " from the weight map");
+  return *m;
+}
+
+kernels::MatrixView OwnedWeights::matrix(const TensorInfo& t) const { return at(t).view(); }
+
+std::vector<float> OwnedWeights::floats(const TensorInfo& t) const {
+  const kernels::MatrixView v = at(t).view();
+  std::vector<float> out(size_t(v.rows * v.cols));
+  for (int64_t r = 0; r < v.rows; ++r) kernels::decode_row(v, r, out.data() + r * v.cols);
+  return out;
+}
+
+}  // namespace wren

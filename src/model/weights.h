@@ -1,0 +1,56 @@
+// model/: where a Model's tensors come from. A WeightSource hands out each weight-map
+// tensor as a kernels::MatrixView (matrices, tables, expert stacks) or as f32 values (norm
+// gains, biases, convs: small tensors, converted once at load). Two sources exist: a model
+// directory on disk (io/, memory-mapped) and OwnedWeights in memory (random init, tests).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "config/model_config.h"
+#include "config/weight_map.h"
+#include "kernels/types.h"
+
+namespace wren {
+
+class WeightSource {
+ public:
+  virtual ~WeightSource() = default;
+  // [rows, cols] = [product of all but the last dimension, last dimension].
+  virtual kernels::MatrixView matrix(const TensorInfo& t) const = 0;
+  virtual std::vector<float> floats(const TensorInfo& t) const = 0;
+};
+
+// Every tensor of a weight map held in memory, each in its own storage type.
+class OwnedWeights : public WeightSource {
+ public:
+  kernels::MatrixView matrix(const TensorInfo& t) const override;
+  std::vector<float> floats(const TensorInfo& t) const override;
+
+  void set(const std::string& name, kernels::Matrix m) { tensors_[name] = std::move(m); }
+  const kernels::Matrix* find(const std::string& name) const;
+  const std::map<std::string, kernels::Matrix>& tensors() const { return tensors_; }
+
+ private:
+  const kernels::Matrix& at(const TensorInfo& t) const;
+  std::map<std::string, kernels::Matrix> tensors_;
+};
+
+// Which storage type a tensor gets when a model is written in `matrices` precision: large
+// matrices and tables take it; routers, norms, vectors and convs stay f32 (seed 002 keeps the
+// router in f32; 1-D tensors are too small to matter).
+kernels::DType storage_type(const TensorInfo& t, kernels::DType matrices);
+
+// Draws every tensor from config/init_rule with a generator seeded by (seed, tensor name),
+// so a tensor's values do not depend on which other tensors exist, then stores it in
+// storage_type(t, matrices).
+OwnedWeights init_weights(const ModelConfig& c, const WeightMap& w, uint64_t seed, kernels::DType matrices,
+                          int group = kernels::kDefaultGroup);
+
+// Rows [first, first + count) of a tensor's initial f32 values (rows as in matrix()). Each
+// row has its own generator, so huge tensors (engram tables) can be made in pieces.
+void init_rows(const ModelConfig& c, const TensorInfo& t, uint64_t seed, int64_t first, int64_t count, float* out);
+
+}  // namespace wren

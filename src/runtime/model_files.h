@@ -1,0 +1,27 @@
+// runtime/: opening a model directory for the engine, and making one from an initialiser.
+// io/ validates and maps the files; this adapts its typed views to the kernels' matrix views
+// and hands them to model/load_model.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "io/model_dir.h"
+#include "model/model.h"
+
+namespace wren {
+
+// Opens DIR (config.json, *.safetensors, engram.safetensors, tokenizer.json), validated.
+std::shared_ptr<const Model> open_model(const std::string& dir);
+
+// The storage types of io/ and kernels/ name the same layouts.
+kernels::DType kernel_type(StorageType s);
+StorageType storage_of(kernels::DType t);
+
+// Writes a randomly initialised model directory for `c` (config/init_rule, model/weights),
+// matrices and tables in `matrices` (q8/q4 with `group`), streamed tensor by tensor so that
+// full-size models never sit in memory. `tokenizer_json` becomes DIR/tokenizer.json.
+void write_random_model(const std::string& dir, const ModelConfig& c, uint64_t seed, kernels::DType matrices,
+                        int group, const std::string& tokenizer_json, bool overwrite, int threads);
+
+}  // namespace wren

@@ -1,0 +1,215 @@
+// The forward pass. Per token (NOTES.md 1):
+//   e = E[token]; g = engram(n-grams ending here)                 (attention residuals: sources)
+//   for each layer i:
+//     bridged layers j whose K/V are mixed at i's attention: K/V_j from their own mix, appended
+//     attention input  = mix_i(sources) (or the stream)  -> RMSNorm -> mixer -> added to P
+//     FFN input        = mix_i'(sources incl. P)          -> RMSNorm -> FFN   -> added to P
+//     at a block end, B_b = P
+//   logits = W_head RMSNorm(mix_final(e, g, B_0..))
+// A non-final prompt token stops at the exit layer E after appending E's own K/V: every cache
+// of layers >= E is then filled (bridges to points <= E ran on the way).
+#include "runtime/session.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "kernels/ops.h"
+#include "model/attn_residuals.h"
+#include "model/engram.h"
+
+namespace wren {
+
+Session::Session(std::shared_ptr<const Model> model, const SessionOptions& options)
+    : model_(std::move(model)), pool_(std::max(1, options.threads)) {
+  const ModelConfig& c = model_->config;
+  context_ = options.context > 0 ? options.context : c.context_length;
+  d_ = c.d_model;
+  const int L = c.n_layers();
+  kv_.resize(size_t(L));
+  scores_.resize(size_t(L));
+  last_experts_.resize(size_t(L));
+  for (int i = 0; i < L; ++i) {
+    const MixerSpec& m = c.mixer(i);
+    if (c.has_cache(i) && (m.kind == MixerKind::attention || m.kind == MixerKind::relu2_attention)) {
+      const bool ring = m.window > 0 && m.window < context_;
+      kv_[size_t(i)].init(m.n_kv_heads * m.head_dim, ring ? m.window : context_, ring);
+    }
+    // A full layer records its per-KV-head scores only for the sparse layers that select by them.
+    if (m.kind == MixerKind::sparse_reuse) {
+      const int owner = c.cache_owner(i);
+      scores_[size_t(owner)].resize(size_t(c.mixer(owner).n_kv_heads) * size_t(context_));
+    }
+  }
+  const int n_blocks = c.residual.kind == ResidualKind::attn_residuals ? L / c.residual.block_size : 0;
+  e_.resize(size_t(d_)), g_.resize(size_t(d_)), partial_.resize(size_t(d_)), x_.resize(size_t(d_));
+  blocks_.assign(size_t(n_blocks), std::vector<float>(size_t(d_)));
+  h_.resize(size_t(d_)), xn_.resize(size_t(d_)), out_.resize(size_t(d_)), tmp_.resize(size_t(d_));
+  mix_weights_.resize(size_t(n_blocks + 3));
+  sources_.x.reserve(size_t(n_blocks + 3));
+  if (model_->engram) {
+    engram_rows_.resize(size_t(model_->engram->tables()));
+    engram_context_.resize(size_t(model_->engram->max_order()));
+  }
+  attn_.reserve(c, context_);
+  ffn_.reserve(c);
+  history_.reserve(size_t(context_));
+}
+
+void Session::prefill(std::span<const int32_t> tokens, float* logits, bool early_exit) {
+  if (tokens.empty()) throw std::invalid_argument("prefill: no tokens");
+  for (size_t t = 0; t + 1 < tokens.size(); ++t) forward(tokens[t], early_exit ? nullptr : logits);
+  forward(tokens.back(), logits);
+}
+
+void Session::decode(int32_t token, float* logits) { forward(token, logits); }
+
+void Session::embed(int32_t token) {
+  const ModelConfig& c = model_->config;
+  if (token < 0 || token >= c.rows())
+    throw std::out_of_range("token id " + std::to_string(token) + " outside the vocabulary (" + std::to_string(c.rows()) + " rows)");
+  if (position() >= context_) throw std::runtime_error("context full: the session holds " + std::to_string(context_) + " tokens");
+  kernels::decode_row(model_->embed, token, e_.data());
+  if (c.embedding_scale != 1.0)
+    for (float& v : e_) v *= float(c.embedding_scale);
+  history_.push_back(token);
+  if (model_->engram) {
+    // The n-grams ending at this token; positions before the start are the pad id.
+    const int order = model_->engram->max_order();
+    for (int k = 0; k < order; ++k) {
+      const int64_t p = position() - order + k;
+      engram_context_[size_t(k)] = p >= 0 ? history_[size_t(p)] : EngramHasher::kPad;
+    }
+    engram_lookup(*model_->engram, model_->engram_tables, engram_context_, g_.data(), engram_rows_);
+  }
+  std::copy(e_.begin(), e_.end(), x_.begin());
+  finished_blocks_ = 0;
+  partial_empty_ = true;
+  std::fill(partial_.begin(), partial_.end(), 0.0f);
+}
+
+// The input a sublayer (or a bridge) reads before its norm: the stream, or the mix of the
+// attention-residual sources that exist at this point.
+const float* Session::sublayer_input(int layer, bool ffn, const MixWeights& mix) {
+  const ModelConfig& c = model_->config;
+  if (c.residual.kind != ResidualKind::attn_residuals) return x_.data();
+  sources_.x.clear();
+  sources_.x.push_back(e_.data());
+  if (model_->engram && layer >= 1) sources_.x.push_back(g_.data());
+  for (int b = 0; b < finished_blocks_; ++b) sources_.x.push_back(blocks_[size_t(b)].data());
+  if (!partial_empty_ || ffn) sources_.x.push_back(partial_.data());
+  attn_res_mix(mix, sources_, d_, float(c.norm.eps), c.norm.unit_offset, mix_weights_.data(), h_.data(), tmp_.data());
+  return h_.data();
+}
+
+void Session::add_output(const float* out, const Vec& post_norm) {
+  const ModelConfig& c = model_->config;
+  float* target = c.residual.kind == ResidualKind::attn_residuals ? partial_.data() : x_.data();
+  if (!post_norm.empty()) {  // sandwich norm: the output is normalised before it is added
+    kernels::rmsnorm(out, post_norm.data(), d_, float(c.norm.eps), c.norm.unit_offset, tmp_.data());
+    out = tmp_.data();
+  }
+  kernels::axpy(1.0f, out, d_, target);
+  partial_empty_ = false;
+}
+
+// K/V of the layers bridged to this layer's attention point, each from its own mix.
+void Session::bridge_kv(int layer) {
+  const ModelConfig& c = model_->config;
+  for (int j : model_->bridges_at[size_t(layer)]) {
+    const LayerWeights& w = model_->layers[size_t(j)];
+    const float* h = sublayer_input(layer, false, w.kv_bridge);
+    kernels::rmsnorm(h, w.attn_norm.data(), d_, float(c.norm.eps), c.norm.unit_offset, xn_.data());
+    append_kv(w.attn, c.mixer(j), c, xn_.data(), position() - 1, kv_[size_t(j)], attn_, &pool_);
+  }
+}
+
+void Session::run_mixer(int i, const float* x, float* out) {
+  const ModelConfig& c = model_->config;
+  const MixerSpec& m = c.mixer(i);
+  const AttentionWeights& w = model_->layers[size_t(i)].attn;
+  const int64_t pos = position() - 1;
+  const int owner = c.cache_owner(i);
+  if (c.layers[size_t(i)].kv.kind == KvSourceKind::own && c.has_cache(i)) append_kv(w, m, c, x, pos, kv_[size_t(i)], attn_, &pool_);
+  const KvCache& cache = kv_[size_t(owner)];
+  float* group_scores = scores_[size_t(i)].empty() ? nullptr : scores_[size_t(i)].data();
+  switch (m.kind) {
+    case MixerKind::attention:
+      window_attention(w, m, c, x, pos, cache, attn_, group_scores, context_, out, &pool_);
+      break;
+    case MixerKind::relu2_attention:
+      relu2_attention(w, m, c, x, pos, cache, attn_, group_scores, context_, out, &pool_);
+      break;
+    case MixerKind::sparse_reuse:
+      sparse_attention(w, m, c.mixer(owner), c, x, pos, cache, scores_[size_t(owner)].data(), context_, attn_, out, &pool_);
+      break;
+    default:
+      throw std::logic_error(std::string("no engine path for ") + to_string(m.kind));
+  }
+}
+
+void Session::run_ffn(int i, const float* x, float* out) {
+  const ModelConfig& c = model_->config;
+  const FfnSpec& f = c.ffn(i);
+  const LayerWeights& w = model_->layers[size_t(i)];
+  std::fill(out, out + d_, 0.0f);
+  if (f.kind == FfnKind::dense) {
+    dense_ffn(f, w.dense, x, out, ffn_, &pool_);
+  } else {
+    last_experts_[size_t(i)].resize(size_t(f.top_k));
+    moe_ffn(f, w.moe, d_, x, out, ffn_, &pool_, last_experts_[size_t(i)].data());
+  }
+}
+
+void Session::forward(int32_t token, float* logits) {
+  const Model& m = *model_;
+  const ModelConfig& c = m.config;
+  const float eps = float(c.norm.eps);
+  embed(token);
+  const bool attn_res = c.residual.kind == ResidualKind::attn_residuals;
+  for (int i = 0; i < c.n_layers(); ++i) {
+    const LayerWeights& w = m.layers[size_t(i)];
+    if (attn_res && i > 0 && i % c.residual.block_size == 0) {
+      std::copy(partial_.begin(), partial_.end(), blocks_[size_t(finished_blocks_++)].begin());
+      std::fill(partial_.begin(), partial_.end(), 0.0f);
+      partial_empty_ = true;
+    }
+    bridge_kv(i);
+    const float* h = sublayer_input(i, false, w.attn_res);
+    kernels::rmsnorm(h, w.attn_norm.data(), d_, eps, c.norm.unit_offset, xn_.data());
+    if (!logits && i >= m.prefill_exit) {  // early exit: only this layer's own K/V remain to fill
+      if (c.layers[size_t(i)].kv.kind == KvSourceKind::own && c.has_cache(i))
+        append_kv(w.attn, c.mixer(i), c, xn_.data(), position() - 1, kv_[size_t(i)], attn_, &pool_);
+      return;
+    }
+    run_mixer(i, xn_.data(), out_.data());
+    add_output(out_.data(), w.attn_post_norm);
+    h = sublayer_input(i, true, w.ffn_res);
+    kernels::rmsnorm(h, w.ffn_norm.data(), d_, eps, c.norm.unit_offset, xn_.data());
+    run_ffn(i, xn_.data(), out_.data());
+    add_output(out_.data(), w.ffn_post_norm);
+  }
+  finish(logits);
+}
+
+void Session::finish(float* logits) {
+  const Model& m = *model_;
+  const ModelConfig& c = m.config;
+  const float* h = x_.data();
+  if (c.residual.kind == ResidualKind::attn_residuals) {
+    std::copy(partial_.begin(), partial_.end(), blocks_[size_t(finished_blocks_++)].begin());
+    sources_.x.clear();
+    sources_.x.push_back(e_.data());
+    if (m.engram) sources_.x.push_back(g_.data());
+    for (int b = 0; b < finished_blocks_; ++b) sources_.x.push_back(blocks_[size_t(b)].data());
+    attn_res_mix(m.final_res, sources_, d_, float(c.norm.eps), c.norm.unit_offset, mix_weights_.data(), h_.data(), tmp_.data());
+    h = h_.data();
+  }
+  kernels::rmsnorm(h, m.final_norm.data(), d_, float(c.norm.eps), c.norm.unit_offset, xn_.data());
+  kernels::matvec(m.lm_head, xn_.data(), logits, &pool_);
+  if (c.logit_softcap > 0)
+    for (int v = 0; v < c.rows(); ++v) logits[v] = float(c.logit_softcap * std::tanh(logits[v] / c.logit_softcap));
+  for (int v = c.vocab_size; v < c.rows(); ++v) logits[v] = -INFINITY;
+}
+
+}  // namespace wren

@@ -1,0 +1,83 @@
+// runtime/: one sequence being generated. A Session holds everything that changes per token
+// (K/V caches, the full layers' scores for their sparse layers, the residual sources, the
+// token history) over an immutable, shared Model; all of it is allocated when the session is
+// made, none per token. Several sessions over one Model serve several users.
+//
+// The forward pass walks the config's layer schedule: the schedule is data, so Embla,
+// ordinary models and (later) Nenya are different lists, not different code paths.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "kernels/threads.h"
+#include "model/attention.h"
+#include "model/attn_residuals.h"
+#include "model/ffn.h"
+#include "model/kv_cache.h"
+#include "model/model.h"
+
+namespace wren {
+
+struct SessionOptions {
+  int64_t context = 0;  // tokens the caches hold; 0: the config's context_length
+  int threads = 1;
+};
+
+class Session {
+ public:
+  Session(std::shared_ptr<const Model> model, const SessionOptions& options = {});
+
+  const Model& model() const { return *model_; }
+  int64_t position() const { return int64_t(history_.size()); }
+  int64_t context() const { return context_; }
+  int vocab_rows() const { return model_->config.rows(); }
+  const std::vector<int32_t>& history() const { return history_; }
+
+  // Runs a prompt. With early_exit, tokens before the last stop after the model's exit layer
+  // (every cache is already filled by then); the last runs every layer. Writes the last
+  // token's logits ([vocab_rows()]; padding rows -inf).
+  void prefill(std::span<const int32_t> tokens, float* logits, bool early_exit = true);
+  // One more token; writes its logits.
+  void decode(int32_t token, float* logits);
+
+  // The experts each MoE layer chose for the last token run through it ([layer][top_k]).
+  const std::vector<std::vector<int32_t>>& last_experts() const { return last_experts_; }
+
+ private:
+  void forward(int32_t token, float* logits);  // logits == nullptr: a non-final prompt token
+  void embed(int32_t token);
+  const float* sublayer_input(int layer, bool ffn, const MixWeights& mix);
+  void bridge_kv(int layer);
+  void run_mixer(int layer, const float* x, float* out);
+  void run_ffn(int layer, const float* x, float* out);
+  void add_output(const float* out, const Vec& post_norm);
+  void finish(float* logits);
+
+  std::shared_ptr<const Model> model_;
+  int64_t context_ = 0;
+  kernels::ThreadPool pool_;
+  std::vector<int32_t> history_;
+  std::vector<KvCache> kv_;                 // per layer; empty without a cache of its own
+  std::vector<std::vector<float>> scores_;  // per full layer with sparse dependents: [kv_heads][context]
+  std::vector<std::vector<int32_t>> last_experts_;
+
+  // Residual state of the current token.
+  int d_ = 0;
+  std::vector<float> e_, g_, partial_, x_;  // x_: the plain residual stream
+  std::vector<std::vector<float>> blocks_;  // finished block sums
+  int finished_blocks_ = 0;
+  bool partial_empty_ = true;
+  ResidualSources sources_;
+
+  // Scratch.
+  std::vector<float> h_, xn_, out_, tmp_, mix_weights_;
+  std::vector<int64_t> engram_rows_;
+  std::vector<int32_t> engram_context_;
+  AttentionScratch attn_;
+  FfnScratch ffn_;
+};
+
+}  // namespace wren
