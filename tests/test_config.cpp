@@ -172,7 +172,9 @@ TEST(Config, EngramTablesArePrimeSizedAndDistinct) {
   for (size_t i = 0; i < rows.size(); ++i) {
     EXPECT_GE(rows[i], 1000);
     for (int64_t d = 2; d * d <= rows[i]; ++d) ASSERT_NE(rows[i] % d, 0) << rows[i];
-    if (i) EXPECT_GT(rows[i], rows[i - 1]);
+    if (i) {
+      EXPECT_GT(rows[i], rows[i - 1]);
+    }
   }
 }
 
