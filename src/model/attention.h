@@ -12,9 +12,17 @@
 #include "config/model_config.h"
 #include "kernels/threads.h"
 #include "model/kv_cache.h"
-#include "model/model.h"
+#include "model/rope.h"
+#include "model/tensor.h"
 
 namespace wren {
+
+struct AttentionWeights {  // attention, relu2_attention, sparse_reuse
+  MatrixView wq, wk, wv, wg, wo;  // wk / wv absent without a cache of its own; wg with output_gate
+  Vec bq, bk, bv, bo, q_norm, k_norm, sinks;
+  RopeTable rope;  // RoPE layers (model/rope.h)
+};
+
 
 // Per-session working memory of the attention layers, sized once for the largest layer.
 struct AttentionScratch {

@@ -10,9 +10,15 @@
 #include <cstdint>
 #include <vector>
 
-#include "model/model.h"
+#include "model/tensor.h"
 
 namespace wren {
+
+// Pseudo-query and scoring gain of one attention-residual mix (or KV bridge).
+struct MixWeights {
+  Vec query, norm;
+};
+
 
 // The sources one mix reads, as pointers to d-wide vectors (at most 2 + blocks + 1).
 struct ResidualSources {

@@ -6,7 +6,8 @@
 #include <cstdint>
 #include <span>
 
-#include "model/model.h"
+#include "config/engram_hash.h"
+#include "model/tensor.h"
 
 namespace wren {
 

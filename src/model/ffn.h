@@ -10,9 +10,24 @@
 
 #include "config/model_config.h"
 #include "kernels/threads.h"
-#include "model/model.h"
+#include "model/tensor.h"
 
 namespace wren {
+
+// One FFN (dense, the shared experts, or an expert stack viewed as [E * hidden, in]).
+struct FfnWeights {
+  MatrixView w_gate, w_up, w_down;
+  Vec b_gate, b_up, b_down;
+};
+
+struct MoeWeights {
+  MatrixView router;
+  Vec router_bias, balance_bias;
+  MatrixView latent_down, latent_up;
+  FfnWeights experts, shared;
+  MatrixView shared_gate;
+};
+
 
 struct FfnScratch {
   std::vector<float> gate, up, logits, select, latent_in, latent_out;

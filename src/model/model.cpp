@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "kernels/ops.h"
+#include "model/rope.h"
 
 namespace wren {
 
@@ -36,17 +37,49 @@ void mix_slots(Slots& s, const std::string& p, MixWeights& m) {
   s.vectors[p + "norm"] = &m.norm;
 }
 
-Slots layer_slots(LayerWeights& l) {
+void mhc_slots(Slots& s, const std::string& p, MhcWeights& m) {
+  s.matrices[p + "phi"] = &m.phi;
+  s.vectors[p + "alpha"] = &m.alpha;
+  s.vectors[p + "bias"] = &m.bias;
+}
+
+// The mixer's tensors share the "attn." prefix; which struct they fill depends on its kind.
+void mixer_slots(Slots& s, MixerKind kind, LayerWeights& l) {
+  if (kind == MixerKind::mla) {
+    MlaWeights& a = l.mla;
+    s.matrices.insert({{"attn.wq", &a.wq}, {"attn.wq_a", &a.wq_a}, {"attn.wq_b", &a.wq_b}, {"attn.wkv_a", &a.wkv_a},
+                       {"attn.wk_b", &a.wk_b}, {"attn.wv_b", &a.wv_b}, {"attn.wg", &a.wg}, {"attn.wo", &a.wo}});
+    s.vectors.insert({{"attn.q_a_norm", &a.q_a_norm}, {"attn.kv_a_norm", &a.kv_a_norm}});
+  } else if (kind == MixerKind::gdn || kind == MixerKind::gdn2) {
+    GdnWeights& g = l.gdn;
+    s.matrices.insert({{"attn.wq", &g.wq}, {"attn.wk", &g.wk}, {"attn.wv", &g.wv}, {"attn.w_decay", &g.w_decay},
+                       {"attn.w_decay_a", &g.w_decay_a}, {"attn.w_decay_b", &g.w_decay_b}, {"attn.w_erase", &g.w_erase},
+                       {"attn.w_erase_a", &g.w_erase_a}, {"attn.w_erase_b", &g.w_erase_b}, {"attn.w_write", &g.w_write},
+                       {"attn.w_write_a", &g.w_write_a}, {"attn.w_write_b", &g.w_write_b}, {"attn.w_beta", &g.w_beta},
+                       {"attn.wg", &g.wg}, {"attn.wg_a", &g.wg_a}, {"attn.wg_b", &g.wg_b}, {"attn.wo", &g.wo}});
+    s.vectors.insert({{"attn.conv_q", &g.conv_q}, {"attn.conv_k", &g.conv_k}, {"attn.conv_v", &g.conv_v},
+                      {"attn.decay_bias", &g.decay_bias}, {"attn.a_log", &g.a_log}, {"attn.o_norm", &g.o_norm}});
+  } else {
+    AttentionWeights& a = l.attn;
+    s.matrices.insert({{"attn.wq", &a.wq}, {"attn.wk", &a.wk}, {"attn.wv", &a.wv}, {"attn.wg", &a.wg}, {"attn.wo", &a.wo}});
+    s.vectors.insert({{"attn.bq", &a.bq}, {"attn.bk", &a.bk}, {"attn.bv", &a.bv}, {"attn.bo", &a.bo},
+                      {"attn.q_norm", &a.q_norm}, {"attn.k_norm", &a.k_norm}, {"attn.sinks", &a.sinks}});
+  }
+}
+
+Slots layer_slots(LayerWeights& l, MixerKind kind) {
   Slots s;
   s.vectors = {{"attn_norm", &l.attn_norm}, {"ffn_norm", &l.ffn_norm}, {"attn_post_norm", &l.attn_post_norm},
                {"ffn_post_norm", &l.ffn_post_norm}};
   mix_slots(s, "attn_res.", l.attn_res);
   mix_slots(s, "ffn_res.", l.ffn_res);
   mix_slots(s, "kv_bridge.", l.kv_bridge);
-  AttentionWeights& a = l.attn;
-  s.matrices.insert({{"attn.wq", &a.wq}, {"attn.wk", &a.wk}, {"attn.wv", &a.wv}, {"attn.wg", &a.wg}, {"attn.wo", &a.wo}});
-  s.vectors.insert({{"attn.bq", &a.bq}, {"attn.bk", &a.bk}, {"attn.bv", &a.bv}, {"attn.bo", &a.bo},
-                    {"attn.q_norm", &a.q_norm}, {"attn.k_norm", &a.k_norm}, {"attn.sinks", &a.sinks}});
+  mhc_slots(s, "attn_mhc.", l.attn_mhc);
+  mhc_slots(s, "ffn_mhc.", l.ffn_mhc);
+  EngramGateWeights& e = l.engram;
+  s.matrices.insert({{"engram.tables", &e.tables}, {"engram.w_value", &e.w_value}, {"engram.w_key", &e.w_key}});
+  s.vectors.insert({{"engram.key_norm", &e.key_norm}, {"engram.stream_norm", &e.stream_norm}, {"engram.conv", &e.conv}});
+  mixer_slots(s, kind, l);
   ffn_slots(s, "ffn.", l.dense);
   MoeWeights& m = l.moe;
   s.matrices.insert({{"ffn.router", &m.router}, {"ffn.latent_down", &m.latent_down}, {"ffn.latent_up", &m.latent_up},
@@ -61,13 +94,6 @@ void check_supported(const ModelConfig& c) {
   auto unsupported = [&](const std::string& what) {
     throw std::runtime_error("model " + c.name + ": the engine does not run " + what + " yet");
   };
-  if (c.residual.kind == ResidualKind::mhc) unsupported("mHC residual streams");
-  if (c.engram && c.engram->placement == EngramPlacement::gated_add) unsupported("gated-add engram");
-  for (auto& [name, m] : c.mixers)
-    if (m.rope && (m.rope->yarn_factor > 0 || m.rope->linear_factor != 1.0)) unsupported("YaRN or linear RoPE scaling");
-  for (auto& [name, m] : c.mixers)
-    if (m.kind == MixerKind::mla || m.kind == MixerKind::gdn || m.kind == MixerKind::gdn2)
-      unsupported(std::string(to_string(m.kind)) + " layers");
   for (auto& [name, f] : c.ffns)
     if (f.activation == Activation::swiglu_oai) unsupported("swiglu_oai experts");
 }
@@ -91,8 +117,9 @@ std::shared_ptr<const Model> load_model(const ModelConfig& c, std::shared_ptr<co
   top.matrices = {{"embed", &m.embed}, {"lm_head", &m.lm_head}, {"engram.tables", &m.engram_tables}};
   top.vectors = {{"final_norm", &m.final_norm}};
   mix_slots(top, "final_res.", m.final_res);
+  mhc_slots(top, "final_mhc.", m.final_mhc);
   std::vector<Slots> per_layer;
-  for (LayerWeights& l : m.layers) per_layer.push_back(layer_slots(l));
+  for (int i = 0; i < c.n_layers(); ++i) per_layer.push_back(layer_slots(m.layers[size_t(i)], c.mixer(i).kind));
 
   for (const TensorInfo& t : m.map.tensors) {
     auto [layer, local] = split_name(t.name);
@@ -106,16 +133,17 @@ std::shared_ptr<const Model> load_model(const ModelConfig& c, std::shared_ptr<co
     }
   }
   if (c.tie_embeddings) m.lm_head = m.embed;
-  if (c.engram) m.engram.emplace(*c.engram);
+  if (c.engram && c.engram->placement == EngramPlacement::residual_source) m.engram.emplace(*c.engram);
   for (int i = 0; i < c.n_layers(); ++i) {
     const MixerSpec& spec = c.mixer(i);
-    if (spec.rope) {
-      const Rope& r = *spec.rope;
-      kernels::RopeScaling scaling{r.llama3_factor, r.llama3_low_freq, r.llama3_high_freq, r.llama3_original_context};
-      m.layers[size_t(i)].attn.rope_inv_freq =
-          kernels::rope_inv_freq(r.rotary_dim ? r.rotary_dim : spec.head_dim, r.theta, scaling);
-    }
+    if (spec.kind == MixerKind::mla)
+      m.layers[size_t(i)].mla.rope = mla_rope(spec);
+    else if (spec.rope)
+      m.layers[size_t(i)].attn.rope = rope_table(*spec.rope, spec.rope->rotary_dim ? spec.rope->rotary_dim : spec.head_dim);
   }
+  // Nenya's engram: each layer it is added before has its own tables and hash multipliers.
+  if (c.engram && c.engram->placement == EngramPlacement::gated_add)
+    for (int at : c.engram->layers) m.layers[size_t(at)].engram_hasher.emplace(*c.engram, uint64_t(at));
   return model;
 }
 

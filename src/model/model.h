@@ -11,44 +11,31 @@
 #include "config/model_config.h"
 #include "config/weight_map.h"
 #include "kernels/types.h"
+#include "model/attention.h"
+#include "model/attn_residuals.h"
+#include "model/engram_gate.h"
+#include "model/ffn.h"
+#include "model/gated_deltanet.h"
+#include "model/mhc.h"
+#include "model/mla.h"
+#include "model/tensor.h"
 #include "model/weights.h"
 
 namespace wren {
 
-using kernels::MatrixView;
-using Vec = std::vector<float>;  // a small parameter in f32; empty when absent
 
-inline bool present(const MatrixView& m) { return m.rows > 0; }
 
-// Pseudo-query and scoring gain of one attention-residual mix (or KV bridge).
-struct MixWeights {
-  Vec query, norm;
-};
 
-struct AttentionWeights {  // attention, relu2_attention, sparse_reuse
-  MatrixView wq, wk, wv, wg, wo;  // wk / wv absent without a cache of its own; wg with output_gate
-  Vec bq, bk, bv, bo, q_norm, k_norm, sinks;
-  std::vector<float> rope_inv_freq;  // window / RoPE layers
-};
-
-// One FFN (dense, the shared experts, or an expert stack viewed as [E * hidden, in]).
-struct FfnWeights {
-  MatrixView w_gate, w_up, w_down;
-  Vec b_gate, b_up, b_down;
-};
-
-struct MoeWeights {
-  MatrixView router;
-  Vec router_bias, balance_bias;
-  MatrixView latent_down, latent_up;
-  FfnWeights experts, shared;
-  MatrixView shared_gate;
-};
 
 struct LayerWeights {
   Vec attn_norm, ffn_norm, attn_post_norm, ffn_post_norm;
-  MixWeights attn_res, ffn_res, kv_bridge;
-  AttentionWeights attn;
+  MixWeights attn_res, ffn_res, kv_bridge;  // attention residuals
+  MhcWeights attn_mhc, ffn_mhc;             // mHC boundaries
+  EngramGateWeights engram;                 // Nenya engram added before this layer
+  std::optional<EngramHasher> engram_hasher;
+  AttentionWeights attn;                    // the mixer: one of these by its kind
+  MlaWeights mla;
+  GdnWeights gdn;
   FfnWeights dense;
   MoeWeights moe;
 };
@@ -60,6 +47,7 @@ struct Model {
   MatrixView embed, lm_head;
   Vec final_norm;
   MixWeights final_res;
+  MhcWeights final_mhc;
   MatrixView engram_tables;              // Embla: [total rows, row_dim]
   std::optional<EngramHasher> engram;    // Embla: the residual-source engram
   std::vector<LayerWeights> layers;

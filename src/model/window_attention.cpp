@@ -16,7 +16,7 @@ void window_attention(const AttentionWeights& w, const MixerSpec& m, const Model
                       kernels::ThreadPool* pool) {
   project_query(w, m, c, x, pos, s.q.data(), pool);
   const int dh = m.head_dim, group = m.n_heads / m.n_kv_heads;
-  const float scale = m.scale > 0 ? float(m.scale) : 1.0f / std::sqrt(float(dh));
+  const float scale = (m.scale > 0 ? float(m.scale) : 1.0f / std::sqrt(float(dh))) * w.rope.score_scale;
   const float cap = float(m.softcap);  // Gemma 2: logit = cap tanh(logit / cap)
   const int64_t first = cache.first(), n = pos + 1 - first;
   float* p = s.scores.data();

@@ -1,13 +1,14 @@
-// The forward pass. Per token (NOTES.md 1):
-//   e = E[token]; g = engram(n-grams ending here)                 (attention residuals: sources)
+// The forward pass. Per token (NOTES.md 1-2):
+//   e = E[token]; the residual state starts from e (the stream, mHC's n copies, or the
+//   attention-residual sources e and g = engram(n-grams ending here))
 //   for each layer i:
+//     Nenya engram before i: gated rows added into every stream
 //     bridged layers j whose K/V are mixed at i's attention: K/V_j from their own mix, appended
-//     attention input  = mix_i(sources) (or the stream)  -> RMSNorm -> mixer -> added to P
-//     FFN input        = mix_i'(sources incl. P)          -> RMSNorm -> FFN   -> added to P
-//     at a block end, B_b = P
-//   logits = W_head RMSNorm(mix_final(e, g, B_0..))
-// A non-final prompt token stops at the exit layer E after appending E's own K/V: every cache
-// of layers >= E is then filled (bridges to points <= E ran on the way).
+//     attention input = the stream / mix_i(sources) / mHC read  -> RMSNorm -> mixer -> written back
+//     FFN input       = likewise                                -> RMSNorm -> FFN   -> written back
+//   logits = W_head RMSNorm(the stream / mix_final(e, g, B_0..) / mHC read-out)
+// A non-final prompt token stops at the exit layer E after filling E's own cache entry: every
+// cache of layers >= E is then filled (bridges to points <= E ran on the way).
 #include "runtime/session.h"
 
 #include <algorithm>
@@ -15,7 +16,6 @@
 #include <stdexcept>
 
 #include "kernels/ops.h"
-#include "model/attn_residuals.h"
 #include "model/engram.h"
 
 namespace wren {
@@ -25,32 +25,47 @@ Session::Session(std::shared_ptr<const Model> model, const SessionOptions& optio
   const ModelConfig& c = model_->config;
   context_ = options.context > 0 ? options.context : c.context_length;
   d_ = c.d_model;
+  streams_ = c.residual.kind == ResidualKind::mhc ? c.residual.streams : 1;
   const int L = c.n_layers();
-  kv_.resize(size_t(L));
+  kv_.resize(size_t(L)), mla_.resize(size_t(L)), gdn_.resize(size_t(L)), engram_gate_.resize(size_t(L));
   scores_.resize(size_t(L));
   last_experts_.resize(size_t(L));
+  int max_order = 0;
   for (int i = 0; i < L; ++i) {
     const MixerSpec& m = c.mixer(i);
-    if (c.has_cache(i) && (m.kind == MixerKind::attention || m.kind == MixerKind::relu2_attention)) {
+    const bool own = c.has_cache(i);
+    if (own && (m.kind == MixerKind::attention || m.kind == MixerKind::relu2_attention)) {
       const bool ring = m.window > 0 && m.window < context_;
       kv_[size_t(i)].init(m.n_kv_heads * m.head_dim, ring ? m.window : context_, ring);
+    }
+    if (m.kind == MixerKind::mla) {
+      mla_[size_t(i)].init(m, context_);
+      mla_scratch_.reserve(m, context_);
+    }
+    if (m.kind == MixerKind::gdn || m.kind == MixerKind::gdn2) {
+      gdn_[size_t(i)].init(m);
+      gdn_scratch_.reserve(m, d_, 1);
     }
     // A full layer records its per-KV-head scores only for the sparse layers that select by them.
     if (m.kind == MixerKind::sparse_reuse) {
       const int owner = c.cache_owner(i);
       scores_[size_t(owner)].resize(size_t(c.mixer(owner).n_kv_heads) * size_t(context_));
     }
+    if (model_->layers[size_t(i)].engram_hasher) {
+      engram_gate_[size_t(i)].init(streams_, d_, c.engram->conv_kernel);
+      max_order = std::max(max_order, model_->layers[size_t(i)].engram_hasher->max_order());
+    }
   }
+  if (model_->engram) max_order = std::max(max_order, model_->engram->max_order());
+  ngram_.resize(size_t(max_order));
+  if (model_->engram) engram_rows_.resize(size_t(model_->engram->tables()));
   const int n_blocks = c.residual.kind == ResidualKind::attn_residuals ? L / c.residual.block_size : 0;
-  e_.resize(size_t(d_)), g_.resize(size_t(d_)), partial_.resize(size_t(d_)), x_.resize(size_t(d_));
+  e_.resize(size_t(d_)), g_.resize(size_t(d_)), partial_.resize(size_t(d_)), x_.resize(size_t(streams_ * d_));
   blocks_.assign(size_t(n_blocks), std::vector<float>(size_t(d_)));
   h_.resize(size_t(d_)), xn_.resize(size_t(d_)), out_.resize(size_t(d_)), tmp_.resize(size_t(d_));
   mix_weights_.resize(size_t(n_blocks + 3));
   sources_.x.reserve(size_t(n_blocks + 3));
-  if (model_->engram) {
-    engram_rows_.resize(size_t(model_->engram->tables()));
-    engram_context_.resize(size_t(model_->engram->max_order()));
-  }
+  mhc_scratch_.reserve(streams_, d_);
   attn_.reserve(c, context_);
   ffn_.reserve(c);
   history_.reserve(size_t(context_));
@@ -64,6 +79,15 @@ void Session::prefill(std::span<const int32_t> tokens, float* logits, bool early
 
 void Session::decode(int32_t token, float* logits) { forward(token, logits); }
 
+// The last `order` token ids up to this one, oldest first; positions before the start are the pad.
+std::span<const int32_t> Session::ngram_context(int order) {
+  for (int k = 0; k < order; ++k) {
+    const int64_t p = position() - order + k;
+    ngram_[size_t(k)] = p >= 0 ? history_[size_t(p)] : EngramHasher::kPad;
+  }
+  return std::span<const int32_t>(ngram_.data(), size_t(order));
+}
+
 void Session::embed(int32_t token) {
   const ModelConfig& c = model_->config;
   if (token < 0 || token >= c.rows())
@@ -73,44 +97,54 @@ void Session::embed(int32_t token) {
   if (c.embedding_scale != 1.0)
     for (float& v : e_) v *= float(c.embedding_scale);
   history_.push_back(token);
-  if (model_->engram) {
-    // The n-grams ending at this token; positions before the start are the pad id.
-    const int order = model_->engram->max_order();
-    for (int k = 0; k < order; ++k) {
-      const int64_t p = position() - order + k;
-      engram_context_[size_t(k)] = p >= 0 ? history_[size_t(p)] : EngramHasher::kPad;
-    }
-    engram_lookup(*model_->engram, model_->engram_tables, engram_context_, g_.data(), engram_rows_);
-  }
-  std::copy(e_.begin(), e_.end(), x_.begin());
+  if (model_->engram)
+    engram_lookup(*model_->engram, model_->engram_tables, ngram_context(model_->engram->max_order()), g_.data(), engram_rows_);
+  if (c.residual.kind == ResidualKind::mhc) mhc_init_streams(e_.data(), streams_, d_, x_.data());
+  else std::copy(e_.begin(), e_.end(), x_.begin());
   finished_blocks_ = 0;
   partial_empty_ = true;
   std::fill(partial_.begin(), partial_.end(), 0.0f);
 }
 
-// The input a sublayer (or a bridge) reads before its norm: the stream, or the mix of the
-// attention-residual sources that exist at this point.
-const float* Session::sublayer_input(int layer, bool ffn, const MixWeights& mix) {
+// The input a sublayer (or a bridge) reads before its norm: the stream, the mix of the
+// attention-residual sources that exist at this point, or mHC's read of the streams (whose
+// write and mixing coefficients add_output then uses).
+const float* Session::sublayer_input(int layer, bool ffn, const MixWeights& mix, const MhcWeights& mhc) {
   const ModelConfig& c = model_->config;
-  if (c.residual.kind != ResidualKind::attn_residuals) return x_.data();
+  const float eps = float(c.norm.eps);
+  switch (c.residual.kind) {
+    case ResidualKind::plain:
+      return x_.data();
+    case ResidualKind::mhc:
+      mhc_coefficients(mhc, streams_, d_, eps, c.residual.sinkhorn_iters, x_.data(), boundary_, mhc_scratch_, &pool_);
+      mhc_read(boundary_, streams_, d_, x_.data(), h_.data());
+      return h_.data();
+    case ResidualKind::attn_residuals:
+      break;
+  }
   sources_.x.clear();
   sources_.x.push_back(e_.data());
   if (model_->engram && layer >= 1) sources_.x.push_back(g_.data());
   for (int b = 0; b < finished_blocks_; ++b) sources_.x.push_back(blocks_[size_t(b)].data());
   if (!partial_empty_ || ffn) sources_.x.push_back(partial_.data());
-  attn_res_mix(mix, sources_, d_, float(c.norm.eps), c.norm.unit_offset, mix_weights_.data(), h_.data(), tmp_.data());
+  attn_res_mix(mix, sources_, d_, eps, c.norm.unit_offset, mix_weights_.data(), h_.data(), tmp_.data());
   return h_.data();
 }
 
 void Session::add_output(const float* out, const Vec& post_norm) {
   const ModelConfig& c = model_->config;
-  float* target = c.residual.kind == ResidualKind::attn_residuals ? partial_.data() : x_.data();
   if (!post_norm.empty()) {  // sandwich norm: the output is normalised before it is added
     kernels::rmsnorm(out, post_norm.data(), d_, float(c.norm.eps), c.norm.unit_offset, tmp_.data());
     out = tmp_.data();
   }
-  kernels::axpy(1.0f, out, d_, target);
-  partial_empty_ = false;
+  switch (c.residual.kind) {
+    case ResidualKind::plain: kernels::axpy(1.0f, out, d_, x_.data()); break;
+    case ResidualKind::mhc: mhc_write(boundary_, streams_, d_, out, x_.data(), mhc_scratch_); break;
+    case ResidualKind::attn_residuals:
+      kernels::axpy(1.0f, out, d_, partial_.data());
+      partial_empty_ = false;
+      break;
+  }
 }
 
 // K/V of the layers bridged to this layer's attention point, each from its own mix.
@@ -118,33 +152,48 @@ void Session::bridge_kv(int layer) {
   const ModelConfig& c = model_->config;
   for (int j : model_->bridges_at[size_t(layer)]) {
     const LayerWeights& w = model_->layers[size_t(j)];
-    const float* h = sublayer_input(layer, false, w.kv_bridge);
+    const float* h = sublayer_input(layer, false, w.kv_bridge, w.attn_mhc);
     kernels::rmsnorm(h, w.attn_norm.data(), d_, float(c.norm.eps), c.norm.unit_offset, xn_.data());
-    append_kv(w.attn, c.mixer(j), c, xn_.data(), position() - 1, kv_[size_t(j)], attn_, &pool_);
+    fill_cache(j, xn_.data());
   }
+}
+
+void Session::fill_cache(int i, const float* x) {
+  const ModelConfig& c = model_->config;
+  const LayerWeights& w = model_->layers[size_t(i)];
+  const int64_t pos = position() - 1;
+  if (c.mixer(i).kind == MixerKind::mla) mla_append(w.mla, c.mixer(i), c, x, pos, mla_[size_t(i)], mla_scratch_, &pool_);
+  else append_kv(w.attn, c.mixer(i), c, x, pos, kv_[size_t(i)], attn_, &pool_);
 }
 
 void Session::run_mixer(int i, const float* x, float* out) {
   const ModelConfig& c = model_->config;
   const MixerSpec& m = c.mixer(i);
-  const AttentionWeights& w = model_->layers[size_t(i)].attn;
+  const LayerWeights& w = model_->layers[size_t(i)];
   const int64_t pos = position() - 1;
   const int owner = c.cache_owner(i);
-  if (c.layers[size_t(i)].kv.kind == KvSourceKind::own && c.has_cache(i)) append_kv(w, m, c, x, pos, kv_[size_t(i)], attn_, &pool_);
-  const KvCache& cache = kv_[size_t(owner)];
+  const bool own_kv = c.layers[size_t(i)].kv.kind == KvSourceKind::own && c.has_cache(i);
+  const bool recurrent = m.kind == MixerKind::gdn || m.kind == MixerKind::gdn2;
+  if (own_kv && !recurrent) fill_cache(i, x);
   float* group_scores = scores_[size_t(i)].empty() ? nullptr : scores_[size_t(i)].data();
   switch (m.kind) {
     case MixerKind::attention:
-      window_attention(w, m, c, x, pos, cache, attn_, group_scores, context_, out, &pool_);
+      window_attention(w.attn, m, c, x, pos, kv_[size_t(owner)], attn_, group_scores, context_, out, &pool_);
       break;
     case MixerKind::relu2_attention:
-      relu2_attention(w, m, c, x, pos, cache, attn_, group_scores, context_, out, &pool_);
+      relu2_attention(w.attn, m, c, x, pos, kv_[size_t(owner)], attn_, group_scores, context_, out, &pool_);
       break;
     case MixerKind::sparse_reuse:
-      sparse_attention(w, m, c.mixer(owner), c, x, pos, cache, scores_[size_t(owner)].data(), context_, attn_, out, &pool_);
+      sparse_attention(w.attn, m, c.mixer(owner), c, x, pos, kv_[size_t(owner)], scores_[size_t(owner)].data(), context_,
+                       attn_, out, &pool_);
       break;
-    default:
-      throw std::logic_error(std::string("no engine path for ") + to_string(m.kind));
+    case MixerKind::mla:
+      mla_attention_absorbed(w.mla, m, c, x, pos, mla_[size_t(i)], mla_scratch_, out, &pool_);
+      break;
+    case MixerKind::gdn:
+    case MixerKind::gdn2:
+      gdn_decode(w.gdn, m, c, x, gdn_[size_t(i)], gdn_scratch_, out, &pool_);
+      break;
   }
 }
 
@@ -174,17 +223,19 @@ void Session::forward(int32_t token, float* logits) {
       std::fill(partial_.begin(), partial_.end(), 0.0f);
       partial_empty_ = true;
     }
+    if (w.engram_hasher)
+      engram_gate_add(w.engram, *w.engram_hasher, ngram_context(w.engram_hasher->max_order()), x_.data(), streams_, d_,
+                      eps, c.norm.unit_offset, engram_gate_[size_t(i)], engram_scratch_, &pool_);
     bridge_kv(i);
-    const float* h = sublayer_input(i, false, w.attn_res);
+    const float* h = sublayer_input(i, false, w.attn_res, w.attn_mhc);
     kernels::rmsnorm(h, w.attn_norm.data(), d_, eps, c.norm.unit_offset, xn_.data());
-    if (!logits && i >= m.prefill_exit) {  // early exit: only this layer's own K/V remain to fill
-      if (c.layers[size_t(i)].kv.kind == KvSourceKind::own && c.has_cache(i))
-        append_kv(w.attn, c.mixer(i), c, xn_.data(), position() - 1, kv_[size_t(i)], attn_, &pool_);
+    if (!logits && i >= m.prefill_exit) {  // early exit: only this layer's own cache entry remains
+      if (c.layers[size_t(i)].kv.kind == KvSourceKind::own && c.has_cache(i)) fill_cache(i, xn_.data());
       return;
     }
     run_mixer(i, xn_.data(), out_.data());
     add_output(out_.data(), w.attn_post_norm);
-    h = sublayer_input(i, true, w.ffn_res);
+    h = sublayer_input(i, true, w.ffn_res, w.ffn_mhc);
     kernels::rmsnorm(h, w.ffn_norm.data(), d_, eps, c.norm.unit_offset, xn_.data());
     run_ffn(i, xn_.data(), out_.data());
     add_output(out_.data(), w.ffn_post_norm);
@@ -195,6 +246,7 @@ void Session::forward(int32_t token, float* logits) {
 void Session::finish(float* logits) {
   const Model& m = *model_;
   const ModelConfig& c = m.config;
+  const float eps = float(c.norm.eps);
   const float* h = x_.data();
   if (c.residual.kind == ResidualKind::attn_residuals) {
     std::copy(partial_.begin(), partial_.end(), blocks_[size_t(finished_blocks_++)].begin());
@@ -202,10 +254,13 @@ void Session::finish(float* logits) {
     sources_.x.push_back(e_.data());
     if (m.engram) sources_.x.push_back(g_.data());
     for (int b = 0; b < finished_blocks_; ++b) sources_.x.push_back(blocks_[size_t(b)].data());
-    attn_res_mix(m.final_res, sources_, d_, float(c.norm.eps), c.norm.unit_offset, mix_weights_.data(), h_.data(), tmp_.data());
+    attn_res_mix(m.final_res, sources_, d_, eps, c.norm.unit_offset, mix_weights_.data(), h_.data(), tmp_.data());
+    h = h_.data();
+  } else if (c.residual.kind == ResidualKind::mhc) {
+    mhc_readout(c.residual.readout, m.final_mhc, streams_, d_, eps, x_.data(), h_.data(), mhc_scratch_, nullptr, &pool_);
     h = h_.data();
   }
-  kernels::rmsnorm(h, m.final_norm.data(), d_, float(c.norm.eps), c.norm.unit_offset, xn_.data());
+  kernels::rmsnorm(h, m.final_norm.data(), d_, eps, c.norm.unit_offset, xn_.data());
   kernels::matvec(m.lm_head, xn_.data(), logits, &pool_);
   if (c.logit_softcap > 0)
     for (int v = 0; v < c.rows(); ++v) logits[v] = float(c.logit_softcap * std::tanh(logits[v] / c.logit_softcap));

@@ -17,6 +17,7 @@
 #include "model/attn_residuals.h"
 #include "model/ffn.h"
 #include "model/kv_cache.h"
+#include "model/mhc.h"
 #include "model/model.h"
 
 namespace wren {
@@ -49,8 +50,10 @@ class Session {
  private:
   void forward(int32_t token, float* logits);  // logits == nullptr: a non-final prompt token
   void embed(int32_t token);
-  const float* sublayer_input(int layer, bool ffn, const MixWeights& mix);
+  std::span<const int32_t> ngram_context(int order);
+  const float* sublayer_input(int layer, bool ffn, const MixWeights& mix, const MhcWeights& mhc);
   void bridge_kv(int layer);
+  void fill_cache(int layer, const float* x);  // a layer's own cache entry for this token
   void run_mixer(int layer, const float* x, float* out);
   void run_ffn(int layer, const float* x, float* out);
   void add_output(const float* out, const Vec& post_norm);
@@ -61,12 +64,17 @@ class Session {
   kernels::ThreadPool pool_;
   std::vector<int32_t> history_;
   std::vector<KvCache> kv_;                 // per layer; empty without a cache of its own
+  std::vector<MlaCache> mla_;               // per MLA layer
+  std::vector<GdnState> gdn_;               // per Gated DeltaNet layer
+  std::vector<EngramGateState> engram_gate_;  // per layer Nenya's engram is added before
   std::vector<std::vector<float>> scores_;  // per full layer with sparse dependents: [kv_heads][context]
   std::vector<std::vector<int32_t>> last_experts_;
 
   // Residual state of the current token.
   int d_ = 0;
-  std::vector<float> e_, g_, partial_, x_;  // x_: the plain residual stream
+  std::vector<float> e_, g_, partial_, x_;  // x_: the plain residual stream, or mHC's n streams [n][d]
+  int streams_ = 1;
+  MhcBoundary boundary_;                    // the current sublayer's mHC read / write / mix
   std::vector<std::vector<float>> blocks_;  // finished block sums
   int finished_blocks_ = 0;
   bool partial_empty_ = true;
@@ -75,8 +83,12 @@ class Session {
   // Scratch.
   std::vector<float> h_, xn_, out_, tmp_, mix_weights_;
   std::vector<int64_t> engram_rows_;
-  std::vector<int32_t> engram_context_;
+  std::vector<int32_t> ngram_;  // the last max-order token ids, kPad before the start
   AttentionScratch attn_;
+  MlaScratch mla_scratch_;
+  GdnScratch gdn_scratch_;
+  MhcScratch mhc_scratch_;
+  EngramGateScratch engram_scratch_;
   FfnScratch ffn_;
 };
 

@@ -1,0 +1,139 @@
+// model/: mHC residual streams (see mhc.h for the equations).
+#include "model/mhc.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/ops.h"
+
+namespace wren {
+
+namespace {
+
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+void check_weights(const MhcWeights& w, int n, int d, int64_t outputs, size_t alphas, const char* what) {
+  const auto fail = [&](const std::string& field, const std::string& got, const std::string& want) {
+    throw std::runtime_error(std::string(what) + ": " + field + " is " + got + ", expected " + want +
+                             " for n = " + std::to_string(n) + " streams of width d = " + std::to_string(d));
+  };
+  if (w.phi.rows != int64_t(n) * d || w.phi.cols != outputs)
+    fail("phi", std::to_string(w.phi.rows) + "x" + std::to_string(w.phi.cols),
+         std::to_string(int64_t(n) * d) + "x" + std::to_string(outputs));
+  if (w.alpha.size() != alphas) fail("alpha", std::to_string(w.alpha.size()) + " values", std::to_string(alphas));
+  if (w.bias.size() != size_t(outputs)) fail("bias", std::to_string(w.bias.size()) + " values", std::to_string(outputs));
+}
+
+// s.m[0:outputs) = r vec(x) phi with r = 1 / sqrt(mean(vec(x)^2) + eps). vec(x) phi is the sum
+// of phi's rows weighted by the entries of vec(x), which add_rows forms for any storage type.
+void project(const MatrixView& phi, int n, int d, float eps, const float* streams, MhcScratch& s,
+             kernels::ThreadPool* pool) {
+  const int64_t nd = int64_t(n) * d;
+  s.reserve(n, d);
+  if (s.m.size() < size_t(phi.cols)) s.m.resize(size_t(phi.cols));
+  const double ss = kernels::dot(streams, streams, nd);
+  const float r = float(1.0 / std::sqrt(ss / double(nd) + double(eps)));
+  std::fill(s.m.begin(), s.m.begin() + phi.cols, 0.0f);
+  kernels::add_rows(phi, s.row_ids.data(), streams, nd, s.m.data(), pool);
+  for (int64_t o = 0; o < phi.cols; ++o) s.m[size_t(o)] *= r;
+}
+
+}  // namespace
+
+void MhcScratch::reserve(int n, int d) {
+  const size_t nd = size_t(n) * size_t(d);
+  if (row_ids.size() < nd) {
+    row_ids.resize(nd);
+    std::iota(row_ids.begin(), row_ids.end(), 0);
+  }
+  if (old.size() < nd) old.resize(nd);
+  const size_t outputs = size_t(n) * size_t(n) + 2 * size_t(n);
+  if (m.size() < outputs) m.resize(outputs);
+}
+
+void mhc_init_streams(const float* embedding, int n, int d, float* streams) {
+  for (int j = 0; j < n; ++j) std::memcpy(streams + int64_t(j) * d, embedding, sizeof(float) * size_t(d));
+}
+
+void sinkhorn(float* M, int n, int iters) {
+  // log-sum-exp of n values `stride` apart, relative to their max so exp never overflows
+  // and the largest term is exactly 1 (the sum is never 0).
+  const auto lse = [n](const float* x, int stride) {
+    float mx = x[0];
+    for (int i = 1; i < n; ++i) mx = std::max(mx, x[i * stride]);
+    double sum = 0;
+    for (int i = 0; i < n; ++i) sum += std::exp(double(x[i * stride]) - mx);
+    return double(mx) + std::log(sum);
+  };
+  for (int it = 0; it < iters; ++it) {
+    for (int j = 0; j < n; ++j) {  // rows: sum_k exp(M[j,k]) = 1
+      float* row = M + int64_t(j) * n;
+      const double l = lse(row, 1);
+      for (int k = 0; k < n; ++k) row[k] = float(row[k] - l);
+    }
+    for (int k = 0; k < n; ++k) {  // columns: sum_j exp(M[j,k]) = 1
+      const double l = lse(M + k, n);
+      for (int j = 0; j < n; ++j) M[int64_t(j) * n + k] = float(M[int64_t(j) * n + k] - l);
+    }
+  }
+  for (int i = 0; i < n * n; ++i) M[i] = std::exp(M[i]);
+}
+
+void mhc_coefficients(const MhcWeights& w, int n, int d, float eps, int iters, const float* streams, MhcBoundary& b,
+                      MhcScratch& s, kernels::ThreadPool* pool) {
+  const int64_t outputs = int64_t(n) * n + 2 * n;
+  check_weights(w, n, d, outputs, 3, "mHC boundary");
+  project(w.phi, n, d, eps, streams, s, pool);
+  const float* m = s.m.data();
+  const float* bias = w.bias.data();
+  const float a0 = w.alpha[0], a1 = w.alpha[1], a2 = w.alpha[2];
+  b.pre.resize(size_t(n));
+  b.post.resize(size_t(n));
+  b.C.resize(size_t(n) * size_t(n));
+  for (int j = 0; j < n; ++j) {
+    b.pre[size_t(j)] = sigmoid(a0 * m[j] + bias[j]);
+    b.post[size_t(j)] = 2.0f * sigmoid(a1 * m[n + j] + bias[n + j]);
+  }
+  for (int i = 0; i < n * n; ++i) b.C[size_t(i)] = a2 * m[2 * n + i] + bias[2 * n + i];
+  sinkhorn(b.C.data(), n, iters);
+}
+
+void mhc_read(const MhcBoundary& b, int n, int d, const float* streams, float* h) {
+  std::fill(h, h + d, 0.0f);
+  for (int j = 0; j < n; ++j) kernels::axpy(b.pre[size_t(j)], streams + int64_t(j) * d, d, h);
+}
+
+void mhc_write(const MhcBoundary& b, int n, int d, const float* f, float* streams, MhcScratch& s) {
+  s.reserve(n, d);
+  const int64_t nd = int64_t(n) * d;
+  float* old = s.old.data();
+  std::memcpy(old, streams, sizeof(float) * size_t(nd));
+  for (int k = 0; k < n; ++k) {
+    float* x = streams + int64_t(k) * d;
+    std::fill(x, x + d, 0.0f);
+    kernels::axpy(b.post[size_t(k)], f, d, x);
+    for (int j = 0; j < n; ++j) kernels::axpy(b.C[size_t(j) * size_t(n) + size_t(k)], old + int64_t(j) * d, d, x);
+  }
+}
+
+void mhc_readout(StreamReadout readout, const MhcWeights& w, int n, int d, float eps, const float* streams, float* y,
+                 MhcScratch& s, float* weights, kernels::ThreadPool* pool) {
+  s.reserve(n, d);
+  float* g = s.old.data();  // n gate values; `old` is free outside mhc_write
+  if (readout == StreamReadout::sum) {
+    std::fill(g, g + n, 1.0f);
+  } else {
+    check_weights(w, n, d, n, 1, "mHC read-out");
+    project(w.phi, n, d, eps, streams, s, pool);
+    for (int j = 0; j < n; ++j) g[j] = sigmoid(w.alpha[0] * s.m[size_t(j)] + w.bias[size_t(j)]) + kMhcReadoutEps;
+  }
+  std::fill(y, y + d, 0.0f);
+  for (int j = 0; j < n; ++j) kernels::axpy(g[j], streams + int64_t(j) * d, d, y);
+  if (weights) std::copy(g, g + n, weights);
+}
+
+}  // namespace wren

@@ -1,0 +1,236 @@
+// Multi-head latent attention: the latent cache, the query projection, and the two equal
+// forms of the attention (reference with K/V formed from the latent, absorbed for decode).
+// The equations are in model/mla.h.
+#include "model/mla.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/ops.h"
+
+namespace wren {
+
+namespace {
+
+std::string num(double v) {
+  std::string s = std::to_string(v);
+  s.erase(s.find_last_not_of('0') + 1);
+  if (!s.empty() && s.back() == '.') s.pop_back();
+  return s;
+}
+
+void check_spec(const MixerSpec& m) {
+  auto fail = [](const std::string& what) { throw std::runtime_error("MLA mixer: " + what); };
+  if (m.kind != MixerKind::mla) fail(std::string("kind is ") + to_string(m.kind) + ", expected mla");
+  if (m.n_heads <= 0) fail("n_heads = " + std::to_string(m.n_heads) + ", expected > 0");
+  if (m.kv_lora_rank <= 0) fail("kv_lora_rank = " + std::to_string(m.kv_lora_rank) + ", expected > 0");
+  if (m.qk_nope_dim < 0 || m.qk_rope_dim < 0 || m.qk_nope_dim + m.qk_rope_dim <= 0)
+    fail("qk_nope_dim = " + std::to_string(m.qk_nope_dim) + ", qk_rope_dim = " + std::to_string(m.qk_rope_dim) +
+         ", expected both >= 0 with a positive sum");
+  if (m.v_head_dim <= 0) fail("v_head_dim = " + std::to_string(m.v_head_dim) + ", expected > 0");
+}
+
+int rotary_dim(const MixerSpec& m) { return m.rope->rotary_dim ? m.rope->rotary_dim : m.qk_rope_dim; }
+
+// The wiring must have filled the rope table from mla_rope(spec).
+void check_rope(const MlaWeights& w, const MixerSpec& m) {
+  if (m.rope && w.rope.inv_freq.size() != size_t(rotary_dim(m) / 2))
+    throw std::runtime_error("MLA mixer: the rope table holds " + std::to_string(w.rope.inv_freq.size()) +
+                             " frequencies, expected " + std::to_string(rotary_dim(m) / 2) + " (fill it with mla_rope)");
+}
+
+// Rotates the rope part of each of `heads` vectors (stride apart) at pos, scaled by YaRN's
+// magnitude when there is one.
+void rotate(const MlaWeights& w, const MixerSpec& m, float* x, int heads, int stride, int64_t pos) {
+  kernels::rope(x, heads, stride, rotary_dim(m), w.rope.inv_freq.data(), pos);
+  if (w.rope.magnitude != 1.0f)
+    for (int h = 0; h < heads; ++h)
+      for (int i = 0; i < rotary_dim(m); ++i) x[h * stride + i] *= w.rope.magnitude;
+}
+
+void check_cache(const MlaCache& cache, const MixerSpec& m, int64_t pos) {
+  if (cache.latent_dim != m.kv_lora_rank || cache.key_dim != m.qk_rope_dim)
+    throw std::runtime_error("MLA cache holds " + std::to_string(cache.latent_dim) + " + " +
+                             std::to_string(cache.key_dim) + " values per token, the layer needs " +
+                             std::to_string(m.kv_lora_rank) + " + " + std::to_string(m.qk_rope_dim));
+  if (pos < 0 || pos >= cache.count)
+    throw std::runtime_error("MLA attention at position " + std::to_string(pos) + " but the cache holds " +
+                             std::to_string(cache.count) + " tokens (append the token first)");
+}
+
+void check_scratch(const MlaScratch& s, const MixerSpec& m, int64_t pos) {
+  const size_t h = size_t(m.n_heads);
+  if (s.q.size() < h * size_t(m.qk_nope_dim + m.qk_rope_dim) || s.q_lat.size() < h * size_t(m.kv_lora_rank) ||
+      s.o.size() < h * size_t(m.v_head_dim) || s.q_a.size() < size_t(m.q_lora_rank) ||
+      s.rows.size() < h * size_t(m.qk_nope_dim) || s.heads < m.n_heads || pos >= s.context)
+    throw std::runtime_error("MLA scratch is smaller than the layer needs at position " + std::to_string(pos) +
+                             " (call MlaScratch::reserve with the layer's spec and the context)");
+}
+
+// q = W_q x, or W_qb RMSNorm(W_qa x); then each head's q_pe = q[i dqk + nope, (i+1) dqk) is
+// rotated at pos when the layer has rope.
+void project_query(const MlaWeights& w, const MixerSpec& m, const ModelConfig& c, const float* x, int64_t pos,
+                   MlaScratch& s, kernels::ThreadPool* pool) {
+  if (m.q_lora_rank > 0) {
+    kernels::matvec(w.wq_a, x, s.q_a.data(), pool);
+    kernels::rmsnorm(s.q_a.data(), w.q_a_norm.data(), m.q_lora_rank, float(c.norm.eps), c.norm.unit_offset,
+                     s.q_a.data());
+    kernels::matvec(w.wq_b, s.q_a.data(), s.q.data(), pool);
+  } else {
+    kernels::matvec(w.wq, x, s.q.data(), pool);
+  }
+  if (m.rope) rotate(w, m, s.q.data() + m.qk_nope_dim, m.n_heads, m.qk_nope_dim + m.qk_rope_dim, pos);
+}
+
+float softmax_scale(const MlaWeights& w, const MixerSpec& m) {
+  return (m.scale > 0 ? float(m.scale) : 1.0f / std::sqrt(float(m.qk_nope_dim + m.qk_rope_dim))) * w.rope.score_scale;
+}
+
+// out = W_o (o * sigmoid(W_g x)) (gate only when wg is present), from the heads' outputs in s.o.
+void project_output(const MlaWeights& w, const MixerSpec& m, const float* x, MlaScratch& s, float* out,
+                    kernels::ThreadPool* pool) {
+  const int64_t width = int64_t(m.n_heads) * m.v_head_dim;
+  if (present(w.wg)) {
+    kernels::matvec(w.wg, x, s.gate.data(), pool);
+    kernels::sigmoid(s.gate.data(), width, s.gate.data());
+    for (int64_t i = 0; i < width; ++i) s.o[size_t(i)] *= s.gate[size_t(i)];
+  }
+  kernels::matvec(w.wo, s.o.data(), out, pool);
+}
+
+// Below this many multiply-adds over the cache, one thread does every head.
+constexpr int64_t kMinParallelWork = int64_t(1) << 15;
+
+}  // namespace
+
+RopeTable mla_rope(const MixerSpec& m) {
+  check_spec(m);
+  if (!m.rope) return {};
+  const int rd = rotary_dim(m);
+  if (rd <= 0 || rd % 2 != 0 || rd > m.qk_rope_dim)
+    throw std::runtime_error("MLA mixer: rope.rotary_dim = " + std::to_string(rd) + ", expected even, > 0 and <= " +
+                             "qk_rope_dim = " + std::to_string(m.qk_rope_dim));
+  return rope_table(*m.rope, rd);
+}
+
+void MlaCache::init(const MixerSpec& m, int64_t cap) {
+  check_spec(m);
+  if (cap <= 0) throw std::runtime_error("MLA cache capacity = " + std::to_string(cap) + ", expected > 0");
+  latent_dim = m.kv_lora_rank;
+  key_dim = m.qk_rope_dim;
+  capacity = cap;
+  count = 0;
+  data.assign(size_t(cap) * size_t(width()), 0.0f);
+}
+
+float* MlaCache::append() {
+  if (count >= capacity)
+    throw std::runtime_error("context full: the MLA cache holds " + std::to_string(capacity) + " tokens");
+  return data.data() + count++ * width();
+}
+
+void MlaScratch::reserve(const MixerSpec& m, int64_t ctx) {
+  check_spec(m);
+  const size_t h = size_t(m.n_heads);
+  auto grow = [](auto& v, size_t n) {
+    if (v.size() < n) v.resize(n);
+  };
+  grow(q_a, size_t(m.q_lora_rank));
+  grow(q, h * size_t(m.qk_nope_dim + m.qk_rope_dim));
+  grow(q_lat, h * size_t(m.kv_lora_rank));
+  grow(k, h * size_t(m.qk_nope_dim));
+  grow(v, h * size_t(m.v_head_dim));
+  grow(o, h * size_t(m.v_head_dim));
+  grow(gate, h * size_t(m.v_head_dim));
+  const size_t old_rows = rows.size();
+  grow(rows, h * size_t(m.qk_nope_dim));
+  for (size_t i = old_rows; i < rows.size(); ++i) rows[i] = int32_t(i);
+  // Scores are laid out [head][context] and hold nothing between calls, so growing either
+  // dimension just re-sizes them.
+  context = std::max(context, ctx);
+  heads = std::max(heads, m.n_heads);
+  grow(scores, size_t(heads) * size_t(context));
+}
+
+void mla_append(const MlaWeights& w, const MixerSpec& m, const ModelConfig& c, const float* x, int64_t pos,
+                MlaCache& cache, MlaScratch& /*unused: the cache slot is the working memory*/,
+                kernels::ThreadPool* pool) {
+  check_rope(w, m);
+  if (pos != cache.count)
+    throw std::runtime_error("MLA append at position " + std::to_string(pos) + " but the cache holds " +
+                             std::to_string(cache.count) + " tokens");
+  if (cache.latent_dim != m.kv_lora_rank || cache.key_dim != m.qk_rope_dim)
+    throw std::runtime_error("MLA cache was not initialised for this layer's widths");
+  float* slot = cache.append();
+  kernels::matvec(w.wkv_a, x, slot, pool);
+  kernels::rmsnorm(slot, w.kv_a_norm.data(), m.kv_lora_rank, float(c.norm.eps), c.norm.unit_offset, slot);
+  if (m.rope) rotate(w, m, slot + m.kv_lora_rank, 1, m.qk_rope_dim, pos);
+}
+
+void mla_attention(const MlaWeights& w, const MixerSpec& m, const ModelConfig& c, const float* x, int64_t pos,
+                   const MlaCache& cache, MlaScratch& s, float* out, kernels::ThreadPool* pool) {
+  check_rope(w, m);
+  check_cache(cache, m, pos);
+  check_scratch(s, m, pos);
+  project_query(w, m, c, x, pos, s, pool);
+  const int H = m.n_heads, nope = m.qk_nope_dim, rope = m.qk_rope_dim, dqk = nope + rope, dv = m.v_head_dim;
+  const float scale = softmax_scale(w, m);
+  const int64_t n = pos + 1;
+  // Scores: K_i,t = [W_UK c_t ; k_pe_t] for every head at once, one position at a time.
+  for (int64_t t = 0; t < n; ++t) {
+    if (nope > 0) kernels::matvec(w.wk_b, cache.latent(t), s.k.data(), pool);
+    for (int h = 0; h < H; ++h) {
+      const float* q = s.q.data() + h * dqk;
+      const float qk = kernels::dot(q, s.k.data() + h * nope, nope) + kernels::dot(q + nope, cache.shared_key(t), rope);
+      s.scores[size_t(h * s.context + t)] = qk * scale;
+    }
+  }
+  for (int h = 0; h < H; ++h) kernels::softmax(s.scores.data() + h * s.context, n);
+  // o_i = sum_t p_i,t V_i,t with V_t = W_UV c_t, again all heads per position.
+  std::fill(s.o.begin(), s.o.begin() + H * dv, 0.0f);
+  for (int64_t t = 0; t < n; ++t) {
+    kernels::matvec(w.wv_b, cache.latent(t), s.v.data(), pool);
+    for (int h = 0; h < H; ++h)
+      kernels::axpy(s.scores[size_t(h * s.context + t)], s.v.data() + h * dv, dv, s.o.data() + h * dv);
+  }
+  project_output(w, m, x, s, out, pool);
+}
+
+void mla_attention_absorbed(const MlaWeights& w, const MixerSpec& m, const ModelConfig& c, const float* x,
+                            int64_t pos, const MlaCache& cache, MlaScratch& s, float* out, kernels::ThreadPool* pool) {
+  check_rope(w, m);
+  check_cache(cache, m, pos);
+  check_scratch(s, m, pos);
+  project_query(w, m, c, x, pos, s, pool);
+  const int H = m.n_heads, nope = m.qk_nope_dim, rope = m.qk_rope_dim, dqk = nope + rope, dv = m.v_head_dim;
+  const int L = m.kv_lora_rank;
+  const float scale = softmax_scale(w, m);
+  const int64_t n = pos + 1;
+  // q~_i = W_UK_i^T q_nope_i = sum_j q_nope_i[j] W_UK[i nope + j, :]: a weighted sum of rows.
+  std::fill(s.q_lat.begin(), s.q_lat.begin() + int64_t(H) * L, 0.0f);
+  if (nope > 0)
+    for (int h = 0; h < H; ++h)
+      kernels::add_rows(w.wk_b, s.rows.data() + h * nope, s.q.data() + h * dqk, nope, s.q_lat.data() + h * L, pool);
+  // Each head is computed whole by one thread (its scores row, its o_lat in place of q~, its
+  // W_UV product), so the result does not depend on the thread count.
+  auto heads = [&](int64_t h0, int64_t h1) {
+    for (int64_t h = h0; h < h1; ++h) {
+      float* q_lat = s.q_lat.data() + h * L;
+      const float* q_pe = s.q.data() + h * dqk + nope;
+      float* p = s.scores.data() + h * s.context;
+      for (int64_t t = 0; t < n; ++t)
+        p[t] = (kernels::dot(q_lat, cache.latent(t), L) + kernels::dot(q_pe, cache.shared_key(t), rope)) * scale;
+      kernels::softmax(p, n);
+      std::fill(q_lat, q_lat + L, 0.0f);  // now o_lat_i = sum_t p_t c_t
+      for (int64_t t = 0; t < n; ++t) kernels::axpy(p[t], cache.latent(t), L, q_lat);
+      kernels::matvec(w.wv_b.slice_rows(h * dv, dv), q_lat, s.o.data() + h * dv, nullptr);
+    }
+  };
+  const bool parallel = n * int64_t(H) * (L + rope) >= kMinParallelWork;
+  kernels::parallel_rows(parallel ? pool : nullptr, H, 1, heads);
+  project_output(w, m, x, s, out, pool);
+}
+
+}  // namespace wren

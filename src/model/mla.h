@@ -1,0 +1,99 @@
+// model/: multi-head latent attention (DeepSeek-V2/V3, Nenya), as pure functions over the
+// weights, a per-layer latent cache and per-session scratch.
+//
+// Per token t the layer caches only
+//   [c_t ; k_pe_t] = W_kva x_t,   c_t <- RMSNorm(c_t) (gain kv_a_norm),   k_pe_t <- RoPE(k_pe_t, t) if rope,
+// kv_lora_rank + qk_rope_dim values (352 for Nenya: a 320-d latent and a 32-d key shared by
+// all heads). Head i of the token at `pos` then attends positions 0..pos with
+//   q_i = [q_nope_i ; q_pe_i]   from W_q x, or W_qb RMSNorm(W_qa x); q_pe_i rotated if rope
+//   K_i,t = [W_UK_i c_t ; k_pe_t],   V_i,t = W_UV_i c_t
+//   p_i = softmax_t(q_i . K_i,t * scale),   o_i = sum_t p_i,t V_i,t
+//   y = W_o (o * sigmoid(W_g x))   (the gate only with output_gate)
+// with scale = spec.scale, or 1 / sqrt(qk_nope_dim + qk_rope_dim) when 0. W_UK_i and W_UV_i
+// are head i's row blocks of wk_b [h nope, kv_lora] and wv_b [h v, kv_lora].
+//
+// mla_attention materialises K and V (the reference); mla_attention_absorbed gives the same
+// result reading only the cache, since q_nope_i . W_UK_i c_t = (W_UK_i^T q_nope_i) . c_t and
+// sum_t p_t W_UV_i c_t = W_UV_i (sum_t p_t c_t). Decode uses the absorbed form.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "config/model_config.h"
+#include "kernels/threads.h"
+#include "model/tensor.h"
+#include "model/rope.h"
+
+namespace wren {
+
+struct MlaWeights {
+  MatrixView wq;          // [h (nope + rope), d]; absent when q_lora_rank > 0
+  MatrixView wq_a, wq_b;  // [q_lora, d], [h (nope + rope), q_lora]; present when q_lora_rank > 0
+  MatrixView wkv_a;       // [kv_lora + rope, d]
+  MatrixView wk_b;        // [h nope, kv_lora]; absent when qk_nope_dim == 0
+  MatrixView wv_b;        // [h v, kv_lora]
+  MatrixView wg;          // [h v, d]; present with output_gate
+  MatrixView wo;          // [d, h v]
+  Vec q_a_norm, kv_a_norm;           // [q_lora], [kv_lora]
+  RopeTable rope;  // mla_rope(spec); no frequencies without rope
+};
+
+// RoPE of MLA's rotated part (rope.rotary_dim, or qk_rope_dim when 0), with the config's
+// scaling (model/rope.h: Llama-3, linear, YaRN); no frequencies when the spec has no rope.
+RopeTable mla_rope(const MixerSpec& m);
+
+// One MLA layer's cache: per position the normalised latent c (kv_lora_rank values) followed
+// by the shared key k_pe (qk_rope_dim, rotated when the layer has rope), contiguous, so a
+// decode step reads width() values per cached token.
+struct MlaCache {
+  int latent_dim = 0;  // kv_lora_rank
+  int key_dim = 0;     // qk_rope_dim
+  int64_t capacity = 0;
+  int64_t count = 0;        // tokens appended so far (positions 0 .. count-1)
+  std::vector<float> data;  // [capacity][latent_dim + key_dim]
+
+  // Room for `capacity` tokens, count = 0. Throws std::runtime_error on a spec that is not
+  // MLA or has non-positive widths.
+  void init(const MixerSpec& m, int64_t capacity);
+  int width() const { return latent_dim + key_dim; }
+  bool empty() const { return width() == 0; }
+  const float* latent(int64_t pos) const { return data.data() + pos * width(); }
+  const float* shared_key(int64_t pos) const { return latent(pos) + latent_dim; }
+  // The next position's slot ([c ; k_pe], width() values); the caller fills it. Throws
+  // std::runtime_error when the cache is full.
+  float* append();
+};
+
+// Per-session working memory of the MLA layers. reserve() only grows, so one scratch serves
+// every MLA layer of a model (call it once per distinct spec).
+struct MlaScratch {
+  std::vector<float> q_a;     // [q_lora]
+  std::vector<float> q;       // [h (nope + rope)]
+  std::vector<float> q_lat;   // absorbed queries W_UK_i^T q_nope_i, then the heads' o_lat: [h kv_lora]
+  std::vector<float> k, v;    // reference: one position's keys [h nope] and values [h v]
+  std::vector<float> o, gate; // [h v]
+  std::vector<float> scores;  // [h][context]
+  std::vector<int32_t> rows;  // 0, 1, ..., h nope - 1: wk_b's rows, for add_rows
+  int64_t context = 0;        // the scores' row stride
+  int heads = 0;              // rows of scores
+  void reserve(const MixerSpec& m, int64_t context);
+};
+
+// Appends the token at `pos` (which must be cache.count): [c ; k_pe] = W_kva x,
+// c = RMSNorm(c) with gain kv_a_norm (config.norm.eps, unit_offset), k_pe rotated at pos if rope.
+void mla_append(const MlaWeights& w, const MixerSpec& m, const ModelConfig& c, const float* x, int64_t pos,
+                MlaCache& cache, MlaScratch& s, kernels::ThreadPool* pool);
+
+// The reference form: K and V of every cached position are formed from the latent on each
+// call. Attends positions 0..pos (the cache must hold them). out: [d]; may alias x.
+void mla_attention(const MlaWeights& w, const MixerSpec& m, const ModelConfig& c, const float* x, int64_t pos,
+                   const MlaCache& cache, MlaScratch& s, float* out, kernels::ThreadPool* pool);
+
+// The absorbed form (decode): score_t = (q~_i . c_t + q_pe_i . k_pe_t) scale with
+// q~_i = W_UK_i^T q_nope_i; o_lat_i = sum_t p_t c_t; o_i = W_UV_i o_lat_i. Same contract and
+// result as mla_attention up to f32 rounding.
+void mla_attention_absorbed(const MlaWeights& w, const MixerSpec& m, const ModelConfig& c, const float* x,
+                            int64_t pos, const MlaCache& cache, MlaScratch& s, float* out, kernels::ThreadPool* pool);
+
+}  // namespace wren

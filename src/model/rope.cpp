@@ -1,0 +1,43 @@
+// YaRN (Peng et al., arXiv 2309.00071), as Hugging Face's _compute_yarn_parameters forms it:
+//   f_i = theta^(-2i/D);  interpolated f_i / s;  the dimensions whose wavelength makes fewer than
+//   beta_slow rotations over the original context are interpolated, more than beta_fast
+//   extrapolated, a linear ramp between; the ramp ends are the dimensions
+//   d(r) = D ln(L / (2 pi r)) / (2 ln theta), floored / ceiled when truncating.
+#include "model/rope.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/ops.h"
+
+namespace wren {
+
+double yarn_mscale(double scale, double k) { return scale <= 1.0 ? 1.0 : 0.1 * k * std::log(scale) + 1.0; }
+
+RopeTable rope_table(const Rope& r, int rotary_dim) {
+  RopeTable t;
+  kernels::RopeScaling llama3{r.llama3_factor, r.llama3_low_freq, r.llama3_high_freq, r.llama3_original_context};
+  t.inv_freq = kernels::rope_inv_freq(rotary_dim, r.theta, llama3);
+  if (r.linear_factor != 1.0)
+    for (float& f : t.inv_freq) f = float(f / r.linear_factor);
+  if (r.yarn_factor > 0) {
+    const double s = r.yarn_factor, D = rotary_dim, L = r.yarn_original_context;
+    auto dim_of = [&](double rotations) { return D * std::log(L / (rotations * 2 * M_PI)) / (2 * std::log(r.theta)); };
+    double low = dim_of(r.yarn_beta_fast), high = dim_of(r.yarn_beta_slow);
+    if (r.yarn_truncate) low = std::floor(low), high = std::ceil(high);
+    low = std::max(low, 0.0), high = std::min(high, D - 1);
+    if (high == low) high += 0.001;
+    for (int i = 0; i < rotary_dim / 2; ++i) {
+      const double extrapolation = 1.0 / std::pow(r.theta, 2.0 * i / D);
+      const double ramp = std::clamp((i - low) / (high - low), 0.0, 1.0);
+      const double keep = 1.0 - ramp;  // the share of the extrapolated (unscaled) frequency
+      t.inv_freq[size_t(i)] = float(extrapolation / s * (1.0 - keep) + extrapolation * keep);
+    }
+    t.magnitude = float(yarn_mscale(s, r.yarn_mscale) / yarn_mscale(s, r.yarn_mscale_all_dim));
+    const double all = yarn_mscale(s, r.yarn_mscale_all_dim);
+    t.score_scale = float(all * all);
+  }
+  return t;
+}
+
+}  // namespace wren

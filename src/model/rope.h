@@ -1,0 +1,23 @@
+// model/: the rotary frequencies a layer's config asks for. Llama-3 scaling is the kernels';
+// linear interpolation and YaRN (DeepSeek, gpt-oss) are formed here from the same Rope fields
+// the explorer and the trainer read.
+#pragma once
+
+#include <vector>
+
+#include "config/model_config.h"
+
+namespace wren {
+
+struct RopeTable {
+  std::vector<float> inv_freq;  // [rotary_dim / 2]
+  float magnitude = 1.0f;       // YaRN: rotated components scaled by m(f, mscale) / m(f, mscale_all_dim)
+  float score_scale = 1.0f;     // YaRN: softmax scale multiplied by m(f, mscale_all_dim)^2
+};
+
+// YaRN's attention factor m(s, k) = 0.1 k ln s + 1 for s > 1, else 1.
+double yarn_mscale(double scale, double k);
+
+RopeTable rope_table(const Rope& r, int rotary_dim);
+
+}  // namespace wren
