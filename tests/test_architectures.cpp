@@ -5,11 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <random>
 
 #include "config/parse.h"
 #include "model/model.h"
 #include "runtime/session.h"
+#include "test_util.h"
 
 namespace wren {
 namespace {
@@ -61,43 +61,37 @@ ModelConfig config_named(const std::string& name) {
   return load_preset(name);
 }
 
+using testing_util::max_abs_diff;
+using testing_util::random_tokens;
+
 std::shared_ptr<const Model> random_model(const std::string& name) {
-  ModelConfig c = config_named(name);
-  return load_model(c, std::make_shared<OwnedWeights>(init_weights(c, build_weight_map(c), 11, kernels::DType::f32)));
-}
-
-std::vector<int32_t> tokens(int n, int vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> t;
-  for (int i = 0; i < n; ++i) t.push_back(int32_t(rng() % uint32_t(vocab)));
-  return t;
-}
-
-float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  float m = 0;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (std::isfinite(a[i]) || std::isfinite(b[i])) m = std::max(m, std::fabs(a[i] - b[i]));
-  return m;
+  return testing_util::random_model(config_named(name), 11);
 }
 
 class Architecture : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Architecture, EarlyExitPrefillEqualsAFullRun) {
   auto model = random_model(GetParam());
-  for (int n : {1, 9, 40}) {
-    auto t = tokens(n, model->config.vocab_size, uint32_t(n));
+  // Below and above embla-mini's window (8) and sparse selection size (16 + 8).
+  for (int n : {1, 5, 12, 30, 100}) {
+    auto t = random_tokens(n, model->config.vocab_size, uint32_t(n));
     Session fast(model), full(model);
     std::vector<float> a(size_t(fast.vocab_rows())), b(a.size());
     fast.prefill(t, a.data(), true);
     full.prefill(t, b.data(), false);
     EXPECT_LE(max_abs_diff(a, b), 1e-5f) << "prompt of " << n;
+    // And the caches the two left behind serve the next token alike.
+    fast.decode(7, a.data());
+    full.decode(7, b.data());
+    EXPECT_LE(max_abs_diff(a, b), 1e-5f) << "decode after a prompt of " << n;
   }
 }
 
 TEST_P(Architecture, CachedDecodeEqualsRecomputation) {
   auto model = random_model(GetParam());
-  const int n = GetParam().find("mini") != std::string::npos ? 300 : 80;  // nenya-mini: past every window
-  auto t = tokens(n, model->config.vocab_size, 3);
+  // The minis: 320 tokens, past the window (8) and the sparse selection (16 + 8) many times over.
+  const int n = GetParam().find("mini") != std::string::npos ? 320 : 80;
+  auto t = random_tokens(n, model->config.vocab_size, 3);
   Session decode(model);
   std::vector<float> step(size_t(decode.vocab_rows())), again(step.size());
   float worst = 0, scale = 0;
@@ -114,7 +108,7 @@ TEST_P(Architecture, CachedDecodeEqualsRecomputation) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Engine, Architecture,
-                         ::testing::Values("nenya-mini", "llama-tiny", "olmoe-tiny", "deepseek-tiny", "gemma-tiny",
+                         ::testing::Values("embla-mini", "nenya-mini", "llama-tiny", "olmoe-tiny", "deepseek-tiny", "gemma-tiny",
                                            "qwen3next-tiny"),
                          [](const auto& info) {
                            std::string s = info.param;

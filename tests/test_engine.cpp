@@ -1,6 +1,6 @@
-// The engine's guarantees on a randomly initialised small Embla (embla-mini):
-// early-exit prefill equals running every layer; cached decode equals recomputation; and the
-// mechanisms' defining properties on hand-made inputs.
+// The engine on a randomly initialised small Embla (embla-mini): quantised weights, padding
+// rows, and the mechanisms' defining properties on hand-made inputs. Early exit and cached
+// decode, for every architecture, are in test_architectures.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,64 +14,15 @@
 #include "model/engram.h"
 #include "model/model.h"
 #include "runtime/session.h"
+#include "test_util.h"
 
 namespace wren {
 namespace {
 
-std::shared_ptr<const Model> random_model(const std::string& preset, kernels::DType type = kernels::DType::f32,
-                                          uint64_t seed = 1) {
-  ModelConfig c = load_preset(preset);
-  auto weights = std::make_shared<OwnedWeights>(init_weights(c, build_weight_map(c), seed, type));
-  return load_model(c, weights);
-}
+using testing_util::random_tokens;
 
-std::vector<int32_t> random_tokens(int n, int vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  for (auto& x : t) x = int32_t(rng() % uint32_t(vocab));
-  return t;
-}
-
-float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  float m = 0;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (std::isfinite(a[i]) || std::isfinite(b[i])) m = std::max(m, std::fabs(a[i] - b[i]));
-  return m;
-}
-
-TEST(Engine, EarlyExitPrefillEqualsAFullRun) {
-  auto model = random_model("embla-mini");
-  ASSERT_EQ(model->prefill_exit, 4);
-  // Below and above the window (8) and the sparse selection size (16 + 8).
-  for (int n : {1, 5, 12, 30, 100}) {
-    auto tokens = random_tokens(n, model->config.vocab_size, uint32_t(n));
-    Session fast(model), full(model);
-    std::vector<float> a(size_t(fast.vocab_rows())), b(a.size());
-    fast.prefill(tokens, a.data(), true);
-    full.prefill(tokens, b.data(), false);
-    EXPECT_LE(max_abs_diff(a, b), 1e-5f) << "prompt of " << n;
-    // And the caches the two left behind serve the next token alike.
-    fast.decode(7, a.data());
-    full.decode(7, b.data());
-    EXPECT_LE(max_abs_diff(a, b), 1e-5f) << "decode after a prompt of " << n;
-  }
-}
-
-TEST(Engine, CachedDecodeEqualsRecomputation) {
-  auto model = random_model("embla-mini");
-  const int n = 320;  // past the window (8) and the selection size (24) many times over
-  auto tokens = random_tokens(n, model->config.vocab_size, 99);
-  Session decode(model);
-  std::vector<float> step(size_t(decode.vocab_rows())), again(step.size());
-  float worst = 0;
-  for (int t = 0; t < n; ++t) {
-    decode.decode(tokens[size_t(t)], step.data());
-    if (t % 7 != 0 && t < n - 3) continue;  // recompute a spread of prefixes, always the last ones
-    Session fresh(model);
-    fresh.prefill(std::span(tokens.data(), size_t(t + 1)), again.data(), false);
-    worst = std::max(worst, max_abs_diff(step, again));
-  }
-  EXPECT_LE(worst, 1e-5f);
+std::shared_ptr<const Model> random_model(const std::string& preset, kernels::DType type = kernels::DType::f32) {
+  return testing_util::random_model(load_preset(preset), 1, type);
 }
 
 TEST(Engine, QuantisedWeightsStayCloseToF32) {

@@ -10,16 +10,12 @@
 #include "config/engram_hash.h"
 #include "model/engram_gate.h"
 
+#include "test_util.h"
+
 namespace wren {
 namespace {
 
-std::vector<float> normal(size_t count, float std, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, std);
-  std::vector<float> v(count);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
+using testing_util::normal;
 
 // A small gated-add engram: 2 orders x 2 heads of 4-value rows (width 16), n streams of width d.
 struct Fixture {

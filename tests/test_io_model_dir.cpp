@@ -16,26 +16,14 @@
 #include "config/parse.h"
 #include "io/model_dir.h"
 
+#include "test_util.h"
+
 namespace wren {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::path(testing::TempDir()) /
-           ("wren_io_dir_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
+using testing_util::TempDir;
 
 // 2 layers, attention residuals, an Embla-style engram (1 order x 2 heads x 8 = d_model 16).
 const char* kTinyConfig = R"({

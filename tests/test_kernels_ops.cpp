@@ -15,21 +15,13 @@
 
 #include "kernels/ops.h"
 #include "kernels/reference.h"
+#include "test_util.h"
 #include "kernels/threads.h"
 
 namespace wren::kernels {
 namespace {
 
-template <class F>
-void for_each_target(const F& f) {
-  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-    hwy::SetSupportedTargetsForTest(target);
-    SCOPED_TRACE(hwy::TargetName(target));
-    ASSERT_STREQ(active_target(), hwy::TargetName(target));
-    f();
-  }
-  hwy::SetSupportedTargetsForTest(0);
-}
+using testing_util::for_each_target;
 
 std::vector<float> randn(int64_t n, std::mt19937& rng, float scale = 1.0f) {
   std::normal_distribution<float> nd(0, scale);

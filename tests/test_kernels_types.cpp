@@ -10,23 +10,13 @@
 
 #include "kernels/ops.h"
 #include "kernels/reference.h"
+#include "test_util.h"
 #include "kernels/types.h"
 
 namespace wren::kernels {
 namespace {
 
-// Runs f once per Highway target compiled in and supported here (e.g. AVX3, AVX2, SSE4,
-// SSSE3, SCALAR), checking that the dispatcher really switched.
-template <class F>
-void for_each_target(const F& f) {
-  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-    hwy::SetSupportedTargetsForTest(target);
-    SCOPED_TRACE(hwy::TargetName(target));
-    ASSERT_STREQ(active_target(), hwy::TargetName(target));
-    f();
-  }
-  hwy::SetSupportedTargetsForTest(0);
-}
+using testing_util::for_each_target;
 
 float float_of(uint32_t b) {
   float x;

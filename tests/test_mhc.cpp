@@ -13,16 +13,12 @@
 #include "model/mhc.h"
 #include "model/weights.h"
 
+#include "test_util.h"
+
 namespace wren {
 namespace {
 
-std::vector<float> normal(size_t count, float std, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, std);
-  std::vector<float> v(count);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
+using testing_util::normal;
 
 // Largest |row sum - 1| and |column sum - 1| of an n x n matrix.
 void sums_error(const std::vector<float>& C, int n, double& rows, double& cols) {

@@ -75,16 +75,20 @@ void record_group_scores(float* group_scores, int64_t stride, int kv_head, int64
   for (int64_t j = 0; j < n; ++j) best[j] = std::max(best[j], scores[j]);
 }
 
+void gated_output(const MatrixView& wg, const MatrixView& wo, const Vec& bo, int64_t width, const float* x, float* o,
+                  float* gate, float* out, kernels::ThreadPool* pool) {
+  if (present(wg)) {  // output gate: o *= sigmoid(W_g x)
+    kernels::matvec(wg, x, gate, pool);
+    kernels::sigmoid(gate, width, gate);
+    for (int64_t i = 0; i < width; ++i) o[i] *= gate[i];
+  }
+  kernels::matvec(wo, o, out, pool);
+  add_bias(bo, out);
+}
+
 void project_output(const AttentionWeights& w, const MixerSpec& m, const float* x, AttentionScratch& s, float* out,
                     kernels::ThreadPool* pool) {
-  const int64_t width = int64_t(m.n_heads) * m.value_dim();
-  if (present(w.wg)) {  // output gate: o *= sigmoid(W_g x)
-    kernels::matvec(w.wg, x, s.gate.data(), pool);
-    kernels::sigmoid(s.gate.data(), width, s.gate.data());
-    for (int64_t i = 0; i < width; ++i) s.o[size_t(i)] *= s.gate[size_t(i)];
-  }
-  kernels::matvec(w.wo, s.o.data(), out, pool);
-  add_bias(w.bo, out);
+  gated_output(w.wg, w.wo, w.bo, int64_t(m.n_heads) * m.value_dim(), x, s.o.data(), s.gate.data(), out, pool);
 }
 
 }  // namespace wren

@@ -43,7 +43,11 @@ void append_kv(const AttentionWeights& w, const MixerSpec& m, const ModelConfig&
 // to -inf, then fold in one head's scores of positions first, first + 1, ...
 void clear_group_scores(float* group_scores, int64_t stride, int kv_heads, int64_t end);
 void record_group_scores(float* group_scores, int64_t stride, int kv_head, int64_t first, const float* scores, int64_t n);
-// out = W_o (o * sigmoid(W_g x) if gated) (+ b_o), from the heads' outputs in s.o.
+// out = W_o (o * sigmoid(W_g x) if W_g is present) (+ b_o): the output projection of every
+// attention kind (o: the heads' outputs, `width` values; gate: scratch of as many).
+void gated_output(const MatrixView& wg, const MatrixView& wo, const Vec& bo, int64_t width, const float* x, float* o,
+                  float* gate, float* out, kernels::ThreadPool* pool);
+// gated_output from the heads' outputs in s.o.
 void project_output(const AttentionWeights& w, const MixerSpec& m, const float* x, AttentionScratch& s, float* out,
                     kernels::ThreadPool* pool);
 

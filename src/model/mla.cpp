@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kernels/ops.h"
+#include "model/attention.h"
 
 namespace wren {
 
@@ -91,13 +92,7 @@ float softmax_scale(const MlaWeights& w, const MixerSpec& m) {
 // out = W_o (o * sigmoid(W_g x)) (gate only when wg is present), from the heads' outputs in s.o.
 void project_output(const MlaWeights& w, const MixerSpec& m, const float* x, MlaScratch& s, float* out,
                     kernels::ThreadPool* pool) {
-  const int64_t width = int64_t(m.n_heads) * m.v_head_dim;
-  if (present(w.wg)) {
-    kernels::matvec(w.wg, x, s.gate.data(), pool);
-    kernels::sigmoid(s.gate.data(), width, s.gate.data());
-    for (int64_t i = 0; i < width; ++i) s.o[size_t(i)] *= s.gate[size_t(i)];
-  }
-  kernels::matvec(w.wo, s.o.data(), out, pool);
+  gated_output(w.wg, w.wo, Vec{}, int64_t(m.n_heads) * m.v_head_dim, x, s.o.data(), s.gate.data(), out, pool);
 }
 
 // Below this many multiply-adds over the cache, one thread does every head.

@@ -1,0 +1,82 @@
+// Helpers shared by the test suites: temporary directories, random data, and small random
+// models. Header-only; every function is deterministic in its seed.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <hwy/targets.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "config/parse.h"
+#include "kernels/ops.h"
+#include "model/model.h"
+
+namespace wren::testing_util {
+
+// A fresh directory per use, removed afterwards.
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    static int counter = 0;
+    path = std::filesystem::path(::testing::TempDir()) /
+           ("wren_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
+
+inline std::vector<float> normal(size_t count, float std, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, std);
+  std::vector<float> v(count);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+inline std::vector<int32_t> random_tokens(int n, int vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t;
+  for (int i = 0; i < n; ++i) t.push_back(int32_t(rng() % uint32_t(vocab)));
+  return t;
+}
+
+// The largest difference between two logit vectors, ignoring entries -inf in both (padding rows).
+inline float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  float m = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::isfinite(a[i]) || std::isfinite(b[i])) m = std::max(m, std::fabs(a[i] - b[i]));
+  return m;
+}
+
+// A model drawn from config/init_rule, held in memory.
+inline std::shared_ptr<const Model> random_model(const ModelConfig& c, uint64_t seed = 1,
+                                                 kernels::DType type = kernels::DType::f32) {
+  return load_model(c, std::make_shared<OwnedWeights>(init_weights(c, build_weight_map(c), seed, type)));
+}
+
+// Runs f once per Highway target compiled in and supported here (e.g. AVX3, AVX2, SSE4,
+// SSSE3, SCALAR), checking that the dispatcher really switched.
+template <class F>
+void for_each_target(const F& f) {
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    ASSERT_STREQ(kernels::active_target(), hwy::TargetName(target));
+    f();
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+}  // namespace wren::testing_util
