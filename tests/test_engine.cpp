@@ -13,6 +13,7 @@
 #include "model/attn_residuals.h"
 #include "model/engram.h"
 #include "model/model.h"
+#include "model/rope.h"
 #include "runtime/session.h"
 #include "test_util.h"
 
@@ -131,6 +132,43 @@ TEST(Engram, LookupReadsExactlyTheRowsItNames) {
   EXPECT_EQ(read, named);
   for (int t = 0; t < hasher.tables(); ++t)
     for (int64_t j = 0; j < cols; ++j) EXPECT_FLOAT_EQ(g[size_t(t * cols + j)], float(named[size_t(t)]) + 0.001f * float(j));
+}
+
+}  // namespace
+}  // namespace wren
+
+namespace wren {
+namespace {
+
+// YaRN (DeepSeek-V2 settings): the fastest-rotating dimensions keep their frequency, the
+// slowest are interpolated by the factor, and the softmax scale grows by m(s, k)^2.
+TEST(Rope, YarnFrequenciesAndScales) {
+  Rope r;
+  r.theta = 10000;
+  r.yarn_factor = 40;
+  r.yarn_mscale = 0.707;
+  r.yarn_mscale_all_dim = 0.707;
+  r.yarn_original_context = 4096;
+  const int dim = 64;
+  RopeTable t = rope_table(r, dim);
+  ASSERT_EQ(t.inv_freq.size(), size_t(dim / 2));
+  for (int i = 0; i < dim / 2; ++i) {
+    const double base = std::pow(10000.0, -2.0 * i / dim);
+    const double wavelength = 2 * M_PI / base;
+    // Fewer than beta_slow = 1 rotations over the original context: fully interpolated.
+    if (wavelength > 4096) EXPECT_NEAR(t.inv_freq[size_t(i)], base / 40, 1e-6 * base) << i;
+    // More than beta_fast = 32 rotations: untouched.
+    if (4096 / wavelength > 32) EXPECT_NEAR(t.inv_freq[size_t(i)], base, 1e-6 * base) << i;
+    EXPECT_LE(t.inv_freq[size_t(i)], base * (1 + 1e-6));
+    EXPECT_GE(t.inv_freq[size_t(i)], base / 40 * (1 - 1e-6));
+  }
+  const double m = 0.1 * 0.707 * std::log(40.0) + 1;
+  EXPECT_FLOAT_EQ(t.magnitude, 1.0f);  // mscale == mscale_all_dim
+  EXPECT_NEAR(t.score_scale, m * m, 1e-6);
+  r.yarn_mscale_all_dim = 0;  // gpt-oss: the factor lands on cos and sin instead
+  t = rope_table(r, dim);
+  EXPECT_NEAR(t.magnitude, m, 1e-6);
+  EXPECT_FLOAT_EQ(t.score_scale, 1.0f);
 }
 
 }  // namespace

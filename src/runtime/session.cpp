@@ -71,6 +71,23 @@ Session::Session(std::shared_ptr<const Model> model, const SessionOptions& optio
   history_.reserve(size_t(context_));
 }
 
+double Session::cache_bytes_per_token() const {
+  double bytes = 0;
+  for (const KvCache& kv : kv_)
+    if (!kv.empty() && !kv.ring) bytes += 2.0 * kv.kv_dim * sizeof(float);
+  for (const MlaCache& m : mla_) bytes += double(m.latent_dim + m.key_dim) * sizeof(float);
+  return bytes;
+}
+
+double Session::fixed_state_bytes() const {
+  double bytes = 0;
+  for (const KvCache& kv : kv_)
+    if (kv.ring) bytes += double(kv.k.size() + kv.v.size()) * sizeof(float);
+  for (const GdnState& g : gdn_) bytes += double(g.S.size() + g.conv_q.size() + g.conv_k.size() + g.conv_v.size()) * sizeof(float);
+  for (const EngramGateState& e : engram_gate_) bytes += double(e.history.size()) * sizeof(float);
+  return bytes;
+}
+
 void Session::prefill(std::span<const int32_t> tokens, float* logits, bool early_exit) {
   if (tokens.empty()) throw std::invalid_argument("prefill: no tokens");
   for (size_t t = 0; t + 1 < tokens.size(); ++t) forward(tokens[t], early_exit ? nullptr : logits);

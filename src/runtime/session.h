@@ -44,6 +44,11 @@ class Session {
   // One more token; writes its logits.
   void decode(int32_t token, float* logits);
 
+  // Memory of the sequence-mixer state as allocated: bytes each further token of context adds
+  // (full K/V and MLA caches), and bytes that do not grow (window rings, recurrent states).
+  double cache_bytes_per_token() const;
+  double fixed_state_bytes() const;
+
   // The experts each MoE layer chose for the last token run through it ([layer][top_k]).
   const std::vector<std::vector<int32_t>>& last_experts() const { return last_experts_; }
 

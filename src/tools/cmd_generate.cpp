@@ -74,10 +74,12 @@ void run(const GenerateArgs& a) {
                  "prompt: %zu tokens in %.3f s (%.1f tokens/s, early exit at layer %d of %d)\n"
                  "generation: %d tokens in %.3f s (%.2f tokens/s)\n"
                  "bytes read per decode token: %.1f MB weights + %.2f MB cache at %lld tokens = %.1f MB"
-                 " (%.2f GB/s at this speed)\n",
+                 " (%.2f GB/s at this speed)\n"
+                 "sequence state: %.0f bytes per token of context (f32) + %.2f MB fixed (windows, recurrent states)\n",
                  prompt.size(), prefill_s, double(prompt.size()) / prefill_s, a.no_early_exit ? model->config.n_layers() : model->prefill_exit,
                  model->config.n_layers(), generated, decode_s, generated / decode_s, weights / 1e6, cache / 1e6,
-                 (long long)session.position(), (weights + cache) / 1e6, (weights + cache) * generated / decode_s / 1e9);
+                 (long long)session.position(), (weights + cache) / 1e6, (weights + cache) * generated / decode_s / 1e9,
+                 session.cache_bytes_per_token(), session.fixed_state_bytes() / 1e6);
   }
 }
 
