@@ -1,5 +1,6 @@
 # The README's two commands: `make run` (the main job) and `make test` (the whole test suite,
-# then again under AddressSanitizer and UndefinedBehaviorSanitizer). Each installs its Debian
+# then the engine's suites again under AddressSanitizer and UndefinedBehaviorSanitizer; the
+# libtorch trainer is left out of that build). Each installs its Debian
 # packages first (scripts/bootstrap).
 BUILD ?= build
 ASAN  ?= $(BUILD)-asan
@@ -17,7 +18,7 @@ run: build
 	$(BUILD)/wren explore embla-1 nenya llama-3.1-8b
 
 build-asan: bootstrap
-	@cmake -S . -B $(ASAN) -G Ninja -DWREN_SANITIZE=ON >/dev/null
+	@cmake -S . -B $(ASAN) -G Ninja -DWREN_SANITIZE=ON -DWREN_TRAIN=OFF >/dev/null
 	@cmake --build $(ASAN) -j $(JOBS)
 
 test: build build-asan

@@ -11,6 +11,9 @@ void register_init(CLI::App& app);
 void register_generate(CLI::App& app);
 void register_perplexity(CLI::App& app);
 void register_tokenizer(CLI::App& app);
+#ifdef WREN_WITH_TRAIN
+void register_train(CLI::App& app);
+#endif
 
 inline void register_all(CLI::App& app) {
   register_explore(app);
@@ -18,6 +21,9 @@ inline void register_all(CLI::App& app) {
   register_generate(app);
   register_perplexity(app);
   register_tokenizer(app);
+#ifdef WREN_WITH_TRAIN
+  register_train(app);  // only when built with libtorch
+#endif
 }
 
 }  // namespace wren::tools

@@ -1,0 +1,40 @@
+// train/: what every mechanism of the reference model shares: the batch's document layout
+// (NOTES.md 4) and the two small operations every sublayer uses, RMSNorm and a projection.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+
+#include "config/model_config.h"
+
+namespace wren::train {
+
+// Where each token of a batch [B, T] sits: its document and its position inside it. An
+// end-of-text token is the last token of its document; the next token starts a new one.
+struct Layout {
+  torch::Tensor tokens;  // [B, T] int64
+  torch::Tensor pos;     // [B, T] int64: position within the document (the RoPE position)
+  torch::Tensor start;   // [B, T] int64: index of the document's first token in the row
+  torch::Tensor causal;  // [B, 1, T, T] bool: key j is in query i's document and j <= i
+  torch::Tensor offset;  // [1, 1, T, T] int64: i - j (a window keeps i - j < window)
+};
+
+// The layout of `tokens` with documents ended by `eot` (-1: the whole row is one document).
+Layout make_layout(const torch::Tensor& tokens, int32_t eot);
+
+// y = x / sqrt(mean(x^2) + eps) * g over the last dimension, g = gain, (1 + gain) with
+// unit_offset, or 1 when gain is undefined.
+inline torch::Tensor rmsnorm(const torch::Tensor& x, const torch::Tensor& gain, const ModelConfig& c) {
+  torch::Tensor y = x * torch::rsqrt(x.pow(2).mean(-1, true) + c.norm.eps);
+  if (!gain.defined()) return y;
+  return y * (c.norm.unit_offset ? gain + 1.0 : gain);
+}
+
+// y = x W^T (+ b): W is [out, in] as in the weight map.
+inline torch::Tensor linear_map(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b = {}) {
+  torch::Tensor y = torch::matmul(x, w.t());
+  return b.defined() ? y + b : y;
+}
+
+}  // namespace wren::train

@@ -1,0 +1,62 @@
+// train/: the training loop of `wren train`. One step (NOTES.md 4):
+//   batch n = Sampler(seed).batch(n)                     (a function of (seed, n): resumable)
+//   loss = mean cross-entropy of the next token; backward; clip the gradient norm
+//   Muon on matrices, AdamW on the rest, lr = peak x schedule(n)
+//   Exact Quantile Balancing: each MoE layer's balancing bias := the cutoffs that would have
+//   given every expert exactly its share of this step's token slots
+// Every `eval_every` steps the held-out split's loss in bits per byte; every
+// `checkpoint_every` steps a checkpoint that resumes bit-identically; at the end the model is
+// exported as an engine-ready model directory.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kernels/types.h"
+#include "train/optim.h"
+
+namespace wren::train {
+
+struct TrainOptions {
+  std::string config;                      // preset, config file or model directory
+  std::vector<std::string> data;           // text files or folders
+  std::vector<std::string> heldout_files;  // held out by path or file name
+  int64_t heldout_every = 0;               // or every k-th document
+  std::string tokenizer;                   // tokenizer.json
+  std::string output;                      // the model directory to export
+  std::string checkpoint;                  // checkpoint directory; resumed from when it exists
+  int64_t seq_len = 256, batch = 8, steps = 1000;
+  int64_t warmup = 50;
+  double decay_fraction = 0.25;
+  OptimSettings optim;
+  double clip = 1.0;
+  int threads = 2;
+  uint64_t seed = 0;
+  int64_t eval_every = 100, eval_rows = 64, checkpoint_every = 500;
+  kernels::DType export_type = kernels::DType::q8;
+  bool quiet = false;
+};
+
+struct StepRecord {
+  int64_t step = 0;
+  double loss = 0, lr_multiplier = 0, grad_norm = 0;
+};
+
+struct EvalRecord {
+  int64_t step = 0;
+  double loss = 0, bits_per_byte = 0;
+  double busiest = 0, least_used = 0;  // expert load vs fair share, mean over MoE layers
+};
+
+struct TrainResult {
+  std::vector<StepRecord> steps;
+  std::vector<EvalRecord> evals;
+};
+
+// Runs (or resumes) training and exports the model. `stop_after` > 0 ends the run after that
+// many steps of this invocation (a checkpoint is written), as an interruption would.
+TrainResult run_training(const TrainOptions& o, int64_t stop_after = 0);
+
+}  // namespace wren::train
