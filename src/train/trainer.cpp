@@ -121,11 +121,27 @@ EvalRecord evaluate(Model& model, const PackedRows& heldout, const text::Tokeniz
   return e;
 }
 
+// Debian's libtorch reaches BLAS through libblas.so.3, which is the slow reference BLAS unless
+// an OpenBLAS package provides it (~10x on a 256x256 MLP step). Name the one that is mapped.
+std::string live_blas() {
+  std::ifstream maps("/proc/self/maps");
+  std::string line, found;
+  while (std::getline(maps, line)) {
+    const size_t at = line.find('/');
+    if (at == std::string::npos) continue;
+    const std::string path = line.substr(at);
+    if (path.find("openblas") != std::string::npos) return "OpenBLAS (" + path + ")";
+    if (path.find("libblas.so") != std::string::npos) found = path;
+  }
+  return found.empty() ? "unknown" : "reference BLAS (" + found + "): slow; install libopenblas0-pthread";
+}
+
 }  // namespace
 
 TrainResult run_training(const TrainOptions& o, int64_t stop_after) {
   torch::set_num_threads(std::max(1, o.threads));
   torch::manual_seed(o.seed);
+  if (!o.quiet) std::fprintf(stderr, "BLAS: %s; %d threads\n", live_blas().c_str(), o.threads);
   const ModelConfig c = resolve_model_config(o.config);
   const text::Tokenizer tok = text::Tokenizer::load(o.tokenizer);
   if (tok.vocab_size() > c.rows())
