@@ -53,6 +53,12 @@ const char* kTinyConfigs[][2] = {
                        "n_shared": 1, "shared_hidden": 16, "shared_gate": true, "score": "softmax",
                        "gates": "normalize"}},
       "layers": [{"mixer": "lin", "ffn": "moe", "repeat": 2}, {"mixer": "att", "ffn": "moe"}]})"},
+    // The last layer recurrent: no layer can end prefill early, so every prompt token runs them all.
+    {"gdn-last-tiny", R"({"name": "gdn-last-tiny", "d_model": 48, "vocab_size": 300, "context_length": 512,
+      "mixers": {"att": {"kind": "attention", "n_heads": 4, "n_kv_heads": 2, "head_dim": 12, "rope": {}},
+                 "lin": {"kind": "gdn2", "n_heads": 2, "head_dim": 8, "v_head_dim": 12, "gate_rank": 4}},
+      "ffns": {"f": {"kind": "dense", "activation": "swiglu", "hidden": 64}},
+      "layers": [{"mixer": "att", "ffn": "f"}, {"mixer": "lin", "ffn": "f"}]})"},
 };
 
 ModelConfig config_named(const std::string& name) {
@@ -109,7 +115,7 @@ TEST_P(Architecture, CachedDecodeEqualsRecomputation) {
 
 INSTANTIATE_TEST_SUITE_P(Engine, Architecture,
                          ::testing::Values("embla-mini", "nenya-mini", "llama-tiny", "olmoe-tiny", "deepseek-tiny", "gemma-tiny",
-                                           "qwen3next-tiny"),
+                                           "qwen3next-tiny", "gdn-last-tiny"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (char& ch : s) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';

@@ -180,3 +180,48 @@ TEST(Config, EngramTablesArePrimeSizedAndDistinct) {
 
 }  // namespace
 }  // namespace wren
+
+namespace wren {
+namespace {
+
+TEST(Config, SizesThatWouldOverflowAreRejected) {
+  Json j = Json::parse(R"({"name": "t", "d_model": 32, "vocab_size": 100, "context_length": 64,
+    "mixers": {"a": {"kind": "attention", "n_heads": 4, "n_kv_heads": 2, "head_dim": 8}},
+    "ffns": {"f": {"kind": "moe", "activation": "swiglu", "n_experts": 65536, "top_k": 2, "expert_hidden": 65536}},
+    "layers": [{"mixer": "a", "ffn": "f"}]})");
+  try {
+    parse_model_config(j, "big.json");
+    FAIL() << "accepted 2^32 expert rows";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("ffns.f.expert_hidden"), std::string::npos) << e.what();
+  }
+  j["ffns"]["f"]["n_experts"] = 8;
+  EXPECT_NO_THROW(parse_model_config(j, "ok.json"));
+  j["engram"] = {{"orders", {2}}, {"heads_per_order", 1}, {"rows", int64_t(1) << 40}, {"row_dim", 4}};
+  j["engram"]["placement"] = "gated_add";
+  j["engram"]["layers"] = {0};
+  try {
+    parse_model_config(j, "rows.json");
+    FAIL() << "accepted 2^40 rows per table";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("engram.rows"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Config, GatedEngramNeedsAResidualStream) {
+  Json j = Json::parse(R"({"name": "t", "d_model": 32, "vocab_size": 100, "context_length": 64,
+    "residual": {"kind": "attn_residuals", "block_size": 1},
+    "engram": {"orders": [2], "heads_per_order": 2, "rows": 11, "row_dim": 4, "placement": "gated_add", "layers": [0]},
+    "mixers": {"a": {"kind": "attention", "n_heads": 4, "n_kv_heads": 2, "head_dim": 8}},
+    "ffns": {"f": {"kind": "dense", "activation": "swiglu", "hidden": 64}},
+    "layers": [{"mixer": "a", "ffn": "f"}]})");
+  try {
+    parse_model_config(j, "cfg.json");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("engram.placement"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace wren

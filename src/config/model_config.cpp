@@ -37,6 +37,13 @@ bool ModelConfig::has_cache(int layer) const {
   return layers.at(layer).kv.kind != KvSourceKind::reuse && mixer(layer).kind != MixerKind::sparse_reuse;
 }
 
+static bool layers_with_gated_engram(const ModelConfig& c, int layer) {
+  if (!c.engram || c.engram->placement != EngramPlacement::gated_add) return false;
+  for (int at : c.engram->layers)
+    if (at == layer) return true;
+  return false;
+}
+
 int ModelConfig::prefill_exit_layer() const {
   for (int e = 0; e < n_layers(); ++e) {
     bool ok = true;
@@ -44,6 +51,7 @@ int ModelConfig::prefill_exit_layer() const {
       const MixerSpec& m = mixer(j);
       const KvSource& kv = layers[j].kv;
       if (m.kind == MixerKind::gdn || m.kind == MixerKind::gdn2) ok = false;           // state needs every token
+      else if (j > e && layers_with_gated_engram(*this, j)) ok = false;              // its conv needs every token
       else if (!has_cache(j)) continue;                                               // reads another layer's cache
       else if (kv.kind == KvSourceKind::bridge) ok = kv.layer <= e;                   // mixed from layers < kv.layer
       else ok = j == e;                                                               // own input: only layer e's is ready

@@ -3,6 +3,7 @@
 // as the enums), so reading and writing share one list per enum.
 #include "config/parse.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <string_view>
 #include <utility>
@@ -69,7 +70,7 @@ MixerSpec parse_mixer(JsonReader r) {
   m.output_gate = r.boolean_or("output_gate", false);
   m.softcap = r.number_or("softcap", 0.0, 0.0, 1e9);
   m.scale = r.number_or("scale", 0.0, 0.0, 1e9);
-  m.relu2_c = r.number_or("relu2_c", 1.0, 0.0, 1e9);
+  m.relu2_c = r.number_or("relu2_c", 1.0, 1e-9, 1e9);  // c > 0 keeps o finite when no key fires
   m.top_k = r.integer_or("top_k", 1024, 1);
   m.recent = r.integer_or("recent", 128, 0);
   m.q_lora_rank = r.integer_or("q_lora_rank", 0, 0);
@@ -119,6 +120,7 @@ EngramSpec parse_engram(JsonReader r) {
   if (e.orders.empty()) r.fail("orders", "expected at least one n-gram order");
   e.heads_per_order = r.integer("heads_per_order", 1);
   e.rows = r.integer64("rows", 2);
+  if (e.rows > (int64_t(1) << 32)) r.fail("rows", "value " + std::to_string(e.rows) + " must be <= 2^32");
   e.row_dim = r.integer("row_dim", 1);
   e.placement = pick(r, "placement", kEngramPlacements, EngramPlacement::residual_source);
   if (r.has("layers")) e.layers = r.int_list("layers", 0);
@@ -172,7 +174,7 @@ ModelConfig parse_model_config(const Json& j, const std::string& origin) {
   c.logit_softcap = r.number_or("logit_softcap", 0.0, 0.0, 1e6);
   if (r.has("norm")) {
     JsonReader n = r.object("norm");
-    c.norm.eps = n.number_or("eps", 1e-6, 0.0, 1.0);
+    c.norm.eps = n.number_or("eps", 1e-6, 1e-12, 1.0);  // eps > 0: the norm of a zero vector stays finite
     c.norm.placement = pick(n, "placement", kPlacements, NormPlacement::pre);
     c.norm.unit_offset = n.boolean_or("unit_offset", false);
     n.finish();
@@ -206,6 +208,29 @@ void validate_model_config(const ModelConfig& c, const std::string& origin) {
     throw ConfigError(origin + ": " + where + ": " + msg);
   };
   auto num = [](long long x) { return std::to_string(x); };
+  // The engine indexes with int: every width, and every product of widths it allocates, stays
+  // below 2^24 values (a 16M-wide row), far from overflow.
+  constexpr int64_t kMaxWidth = int64_t(1) << 24;
+  auto bounded = [&](const std::string& where, int64_t value) {
+    if (value > kMaxWidth) fail(where, "size " + num(value) + " exceeds 2^24 values");
+  };
+  bounded("d_model", c.d_model);
+  bounded("vocab_size", int64_t(c.vocab_size) + c.vocab_pad);
+  bounded("residual.streams", int64_t(c.residual.streams) * c.d_model);
+  if (c.engram) bounded("engram.row_dim", int64_t(c.engram->tables()) * c.engram->row_dim);
+  for (auto& [name, m] : c.mixers) {
+    const std::string w = "mixers." + name;
+    const int64_t widest = std::max({int64_t(m.head_dim), int64_t(m.value_dim()), int64_t(m.qk_nope_dim) + m.qk_rope_dim});
+    bounded(w + ".n_heads", int64_t(std::max(m.n_heads, m.value_heads())) * widest);
+    bounded(w + ".n_kv_heads", int64_t(m.n_kv_heads) * m.head_dim);
+    bounded(w + ".kv_lora_rank", int64_t(m.kv_lora_rank) + m.qk_rope_dim);
+  }
+  for (auto& [name, f] : c.ffns) {
+    const std::string w = "ffns." + name;
+    bounded(w + ".hidden", f.hidden);
+    bounded(w + ".expert_hidden", int64_t(f.n_experts) * f.expert_hidden);
+    bounded(w + ".shared_hidden", int64_t(f.n_shared) * f.shared_hidden);
+  }
   for (auto& [name, m] : c.mixers) {
     std::string w = "mixers." + name;
     bool attention_like = m.kind == MixerKind::attention || m.kind == MixerKind::relu2_attention;
@@ -275,6 +300,8 @@ void validate_model_config(const ModelConfig& c, const std::string& origin) {
         fail("engram.row_dim", "orders x heads x row_dim = " + num(e.width()) + " must equal d_model " + num(c.d_model) + " for a residual source");
       if (!e.layers.empty()) fail("engram.layers", "residual_source engram is read by every layer from 1 on; remove \"layers\"");
     } else {
+      if (c.residual.kind == ResidualKind::attn_residuals)
+        fail("engram.placement", "gated_add adds into the residual stream; attn_residuals has none (use residual_source)");
       if (e.layers.empty()) fail("engram.layers", "gated_add needs the layers it is added before");
       for (int x : e.layers)
         if (x >= L) fail("engram.layers", "layer " + num(x) + " is out of range (the model has " + num(L) + " layers)");

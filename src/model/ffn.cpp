@@ -104,6 +104,7 @@ void route(const FfnSpec& spec, const MoeWeights& w, const float* x, int32_t* ex
   } else if (spec.gates == GateNorm::normalize) {
     float sum = 0;
     for (int i = 0; i < k; ++i) sum += gates[i];
+    sum = std::max(sum, 1e-20f);  // sigmoid scores can underflow to 0 together
     for (int i = 0; i < k; ++i) gates[i] /= sum;
   }
   for (int i = 0; i < k; ++i) gates[i] *= float(spec.routed_scale);

@@ -11,6 +11,9 @@ Sampler::Sampler(const SamplerParams& p) : p_(p), rng_(p.seed) {}
 
 int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> recent) {
   const int n = int(logits.size());
+  // A NaN would break the orderings below; a token with an undefined logit is never chosen.
+  for (float& l : logits)
+    if (std::isnan(l)) l = -INFINITY;
   if (p_.repeat_penalty != 1.0f && p_.repeat_last_n > 0) {
     // Each distinct recent token is penalised once (CTRL-style): l / r if positive, l * r otherwise.
     std::unordered_set<int32_t> seen;

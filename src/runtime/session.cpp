@@ -257,7 +257,7 @@ void Session::forward(int32_t token, float* logits) {
     run_ffn(i, xn_.data(), out_.data());
     add_output(out_.data(), w.ffn_post_norm);
   }
-  finish(logits);
+  if (logits) finish(logits);  // a model with no exit layer runs every layer for every token
 }
 
 void Session::finish(float* logits) {
