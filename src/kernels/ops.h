@@ -29,7 +29,7 @@ void matvec_add(const MatrixView& w, const float* x, float alpha, float* y,
 float dot_row(const MatrixView& w, int64_t row, const float* x);
 // y[0:cols) += sum_i coeffs[i] * W[rows[i], :], the rows taken in list order. Reads only the
 // listed rows: the ReLU^2 down projection stored one row per neuron (dead_neuron_skip), or
-// attention's weighted sum of value rows. Threads split the columns (group-aligned).
+// mHC's vec(x)^T phi. Threads split the columns (group-aligned).
 void add_rows(const MatrixView& w, const int32_t* rows, const float* coeffs, int64_t n_rows,
               float* y, ThreadPool* pool = nullptr);
 // Y[t] = W X[t] for t < n_tokens (prefill).          x: [n_tokens][cols], y: [n_tokens][rows]

@@ -17,11 +17,13 @@ int64_t select_keys(const float* scores, int64_t n, int top_k, int recent, int32
     return n;
   }
   kernels::top_k(scores, n, top_k, out);
-  int64_t count = top_k;
+  // The union: the top keys older than the recent window, then the whole window.
   const int64_t first_recent = n - recent;
-  for (int64_t j = first_recent; j < n; ++j)
-    if (std::find(out, out + top_k, int32_t(j)) == out + top_k) out[count++] = int32_t(j);
+  int64_t count = 0;
+  for (int i = 0; i < top_k; ++i)
+    if (out[i] < first_recent) out[count++] = out[i];
   std::sort(out, out + count);
+  for (int64_t j = first_recent; j < n; ++j) out[count++] = int32_t(j);
   return count;
 }
 

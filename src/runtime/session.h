@@ -4,7 +4,7 @@
 // made, none per token. Several sessions over one Model serve several users.
 //
 // The forward pass walks the config's layer schedule: the schedule is data, so Embla,
-// ordinary models and (later) Nenya are different lists, not different code paths.
+// Nenya and ordinary models are different lists, not different code paths.
 #pragma once
 
 #include <cstdint>

@@ -99,7 +99,7 @@ void register_generate(CLI::App& app) {
   cmd->add_option("--repeat-last-n", a.sampling.repeat_last_n, "how many recent tokens")->check(CLI::NonNegativeNumber)->capture_default_str();
   cmd->add_option("--seed", a.sampling.seed, "sampling seed")->capture_default_str();
   cmd->add_option("--stop", a.stops, "stop when this text is produced (repeatable)");
-  cmd->add_option("--context", a.context, "session context in tokens (default: the model's)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--context", a.context, "session context in tokens (default: what the run needs, at least 4096, at most the model's)")->check(CLI::NonNegativeNumber);
   cmd->add_option("-t,--threads", a.threads, "threads")->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_flag("--stats", a.stats, "print speeds and bytes read per token");
   cmd->add_flag("--no-early-exit", a.no_early_exit, "run every layer for every prompt token");
