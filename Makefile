@@ -15,7 +15,7 @@ build: bootstrap
 	@cmake --build $(BUILD) -j $(JOBS)
 
 run: build
-	$(BUILD)/wren explore embla-1 nenya llama-3.1-8b
+	$(BUILD)/wren generate -m models/embla-small "It was a dark and stormy night" -n 120 --temp 0.8 --seed 1 --stats
 
 build-asan: bootstrap
 	@cmake -S . -B $(ASAN) -G Ninja -DWREN_SANITIZE=ON -DWREN_TRAIN=OFF >/dev/null
