@@ -10,8 +10,6 @@ namespace wren {
 
 namespace {
 
-int64_t rows_of(const TensorInfo& t) { return t.shape.size() <= 1 ? 1 : t.numel() / t.shape.back(); }
-int64_t cols_of(const TensorInfo& t) { return t.shape.empty() ? 1 : t.shape.back(); }
 
 uint64_t splitmix64(uint64_t& s) {
   uint64_t z = (s += 0x9E3779B97F4A7C15ull);
@@ -56,7 +54,7 @@ void mhc_bias(const ModelConfig& c, const TensorInfo& t, float* out) {
 
 void init_rows(const ModelConfig& c, const TensorInfo& t, uint64_t seed, int64_t first, int64_t count, float* out) {
   const InitRule rule = init_rule(c, t);
-  const int64_t cols = cols_of(t);
+  const int64_t cols = matrix_cols(t);
   if (rule.kind == InitKind::mhc_bias) {
     if (first != 0 || count != 1) throw std::invalid_argument(t.name + ": an mHC bias is one row");
     mhc_bias(c, t, out);
@@ -95,7 +93,7 @@ kernels::DType storage_type(const TensorInfo& t, kernels::DType matrices) {
 OwnedWeights init_weights(const ModelConfig& c, const WeightMap& w, uint64_t seed, kernels::DType matrices, int group) {
   OwnedWeights out;
   for (const TensorInfo& t : w.tensors) {
-    const int64_t rows = rows_of(t), cols = cols_of(t);
+    const int64_t rows = matrix_rows(t), cols = matrix_cols(t);
     std::vector<float> values(size_t(rows * cols));
     init_rows(c, t, seed, 0, rows, values.data());
     kernels::DType type = storage_type(t, matrices);
@@ -114,17 +112,17 @@ const kernels::Matrix* OwnedWeights::find(const std::string& name) const {
 const kernels::Matrix& OwnedWeights::at(const TensorInfo& t) const {
   const kernels::Matrix* m = find(t.name);
   if (!m) throw std::runtime_error("weights: missing tensor " + t.name);
-  if (m->rows != rows_of(t) || m->cols != cols_of(t))
+  if (m->rows != matrix_rows(t) || m->cols != matrix_cols(t))
     throw std::runtime_error("weights: tensor " + t.name + " has " + std::to_string(m->rows) + "x" +
-                             std::to_string(m->cols) + " values, expected " + std::to_string(rows_of(t)) + "x" +
-                             std::to_string(cols_of(t)) + " from the weight map");
+                             std::to_string(m->cols) + " values, expected " + std::to_string(matrix_rows(t)) + "x" +
+                             std::to_string(matrix_cols(t)) + " from the weight map");
   return *m;
 }
 
 kernels::MatrixView OwnedWeights::matrix(const TensorInfo& t) const { return at(t).view(); }
 
-std::vector<float> OwnedWeights::floats(const TensorInfo& t) const {
-  const kernels::MatrixView v = at(t).view();
+std::vector<float> WeightSource::floats(const TensorInfo& t) const {
+  const kernels::MatrixView v = matrix(t);
   std::vector<float> out(size_t(v.rows * v.cols));
   for (int64_t r = 0; r < v.rows; ++r) kernels::decode_row(v, r, out.data() + r * v.cols);
   return out;

@@ -15,19 +15,22 @@
 
 namespace wren {
 
+// A tensor seen as a matrix: [rows, cols] = [product of all but the last dimension, last dimension].
+inline int64_t matrix_rows(const TensorInfo& t) { return t.shape.size() <= 1 ? 1 : t.numel() / t.shape.back(); }
+inline int64_t matrix_cols(const TensorInfo& t) { return t.shape.empty() ? 1 : t.shape.back(); }
+
 class WeightSource {
  public:
   virtual ~WeightSource() = default;
-  // [rows, cols] = [product of all but the last dimension, last dimension].
   virtual kernels::MatrixView matrix(const TensorInfo& t) const = 0;
-  virtual std::vector<float> floats(const TensorInfo& t) const = 0;
+  // The tensor decoded to f32, row by row from matrix().
+  std::vector<float> floats(const TensorInfo& t) const;
 };
 
 // Every tensor of a weight map held in memory, each in its own storage type.
 class OwnedWeights : public WeightSource {
  public:
   kernels::MatrixView matrix(const TensorInfo& t) const override;
-  std::vector<float> floats(const TensorInfo& t) const override;
 
   void set(const std::string& name, kernels::Matrix m) { tensors_[name] = std::move(m); }
   const kernels::Matrix* find(const std::string& name) const;

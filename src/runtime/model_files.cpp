@@ -29,7 +29,6 @@ StorageType storage_of(kernels::DType t) {
 
 namespace {
 
-int64_t rows_of(const TensorInfo& t) { return t.shape.size() <= 1 ? 1 : t.numel() / t.shape.back(); }
 
 // The weights of an open model directory, as kernel views into its mappings.
 class DirWeights : public WeightSource {
@@ -37,23 +36,7 @@ class DirWeights : public WeightSource {
   explicit DirWeights(const std::string& dir) : files_(dir) {}
   const ModelFiles& files() const { return files_; }
 
-  kernels::MatrixView matrix(const TensorInfo& t) const override {
-    const WeightView& w = files_.weight(t.name);
-    kernels::MatrixView v;
-    v.type = kernel_type(w.storage);
-    v.data = w.data;
-    v.scales = reinterpret_cast<const kernels::F16*>(w.scales);
-    v.rows = rows_of(t);
-    v.cols = t.shape.back();
-    v.group = int(w.group);
-    return v;
-  }
-  std::vector<float> floats(const TensorInfo& t) const override {
-    const kernels::MatrixView v = matrix(t);
-    std::vector<float> out(size_t(v.rows * v.cols));
-    for (int64_t r = 0; r < v.rows; ++r) kernels::decode_row(v, r, out.data() + r * v.cols);
-    return out;
-  }
+  kernels::MatrixView matrix(const TensorInfo& t) const override { return matrix_view(files_.weight(t.name), t); }
 
  private:
   ModelFiles files_;
@@ -63,7 +46,7 @@ class DirWeights : public WeightSource {
 // row (scales == false) or only their group scales (scales == true).
 void stream_init(const ModelConfig& c, const TensorInfo& t, uint64_t seed, kernels::DType type, int group, bool scales,
                  int threads, const ByteSink& sink) {
-  const int64_t rows = rows_of(t), cols = t.shape.back();
+  const int64_t rows = matrix_rows(t), cols = t.shape.back();
   const int64_t chunk = std::max<int64_t>(1, (int64_t(1) << 22) / cols);
   std::vector<float> values;
   for (int64_t first = 0; first < rows; first += chunk) {
@@ -85,6 +68,17 @@ void stream_init(const ModelConfig& c, const TensorInfo& t, uint64_t seed, kerne
 }
 
 }  // namespace
+
+kernels::MatrixView matrix_view(const WeightView& w, const TensorInfo& t) {
+  kernels::MatrixView v;
+  v.type = kernel_type(w.storage);
+  v.data = w.data;
+  v.scales = reinterpret_cast<const kernels::F16*>(w.scales);
+  v.rows = matrix_rows(t);
+  v.cols = matrix_cols(t);
+  v.group = int(w.group);
+  return v;
+}
 
 std::shared_ptr<const Model> open_model(const std::string& dir) {
   auto weights = std::make_shared<DirWeights>(dir);

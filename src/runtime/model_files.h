@@ -17,6 +17,8 @@ std::shared_ptr<const Model> open_model(const std::string& dir);
 // The storage types of io/ and kernels/ name the same layouts.
 kernels::DType kernel_type(StorageType s);
 StorageType storage_of(kernels::DType t);
+// A weight of an open model directory as a kernel view into its mapping.
+kernels::MatrixView matrix_view(const WeightView& w, const TensorInfo& t);
 
 // Writes a randomly initialised model directory for `c` (config/init_rule, model/weights),
 // matrices and tables in `matrices` (q8/q4 with `group`), streamed tensor by tensor so that

@@ -14,8 +14,6 @@ namespace wren::train {
 
 namespace {
 
-int64_t rows_of(const TensorInfo& t) { return t.shape.size() <= 1 ? 1 : t.numel() / t.shape.back(); }
-
 std::vector<uint8_t> bytes_of(const void* p, size_t n) {
   const auto* b = static_cast<const uint8_t*>(p);
   return std::vector<uint8_t>(b, b + n);
@@ -39,7 +37,7 @@ void export_model_dir(const Model& model, const ModelConfig& c, const std::strin
   const int group = kernels::kDefaultGroup;
   WeightSupplier supply = [&](const TensorInfo& t) {
     const torch::Tensor values = model.tensor(t.name).detach().to(torch::kCPU, torch::kFloat32).contiguous();
-    const int64_t rows = rows_of(t), cols = t.shape.back();
+    const int64_t rows = matrix_rows(t), cols = matrix_cols(t);
     kernels::DType type = storage_type(t, matrices);
     const bool grouped = type == kernels::DType::q8 || type == kernels::DType::q4;
     if (grouped && cols % group) type = kernels::DType::bf16;  // rows too short for a group, as `wren init`
@@ -65,14 +63,7 @@ void load_model_dir_into(Model& model, const std::string& dir) {
   check_same_map(model.weight_map(), files.weight_map(), dir);
   torch::NoGradGuard no_grad;
   for (const TensorInfo& t : files.weight_map().tensors) {
-    const WeightView& w = files.weight(t.name);
-    kernels::MatrixView v;
-    v.type = kernel_type(w.storage);
-    v.data = w.data;
-    v.scales = reinterpret_cast<const kernels::F16*>(w.scales);
-    v.rows = rows_of(t);
-    v.cols = t.shape.back();
-    v.group = int(w.group);
+    const kernels::MatrixView v = matrix_view(files.weight(t.name), t);
     torch::Tensor values = torch::empty(t.shape, torch::kFloat32);
     for (int64_t r = 0; r < v.rows; ++r) kernels::decode_row(v, r, values.data_ptr<float>() + r * v.cols);
     const torch::Tensor& target = model.tensor(t.name);
