@@ -31,9 +31,10 @@ inline torch::Tensor rmsnorm(const torch::Tensor& x, const torch::Tensor& gain, 
   return y * (c.norm.unit_offset ? gain + 1.0 : gain);
 }
 
-// y = x W^T (+ b): W is [out, in] as in the weight map.
+// y = x W^T (+ b): W is [out, in] as in the weight map ([E, out, in] with x [E, N, in] for a
+// batch of experts).
 inline torch::Tensor linear_map(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b = {}) {
-  torch::Tensor y = torch::matmul(x, w.t());
+  torch::Tensor y = torch::matmul(x, w.transpose(-2, -1));
   return b.defined() ? y + b : y;
 }
 
