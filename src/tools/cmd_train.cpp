@@ -2,6 +2,9 @@
 // engine-ready model directory. Built only with libtorch (WREN_TRAIN).
 #include <CLI/CLI.hpp>
 
+#include <map>
+#include <string>
+
 #include "tools/commands.h"
 #include "train/trainer.h"
 
@@ -27,6 +30,10 @@ void register_train(CLI::App& app) {
       ->check(CLI::Range(0.0, 1.0))->capture_default_str();
   cmd->add_option("--muon-lr", muon_lr, "peak lr of the Muon groups")->capture_default_str();
   cmd->add_option("--adam-lr", adam_lr, "peak lr of the AdamW groups (engram tables 5x)")->capture_default_str();
+  cmd->add_option("--balancing", o.balancing, "expert balancing: eqb (Exact Quantile Balancing) or quantile (Nenya's)")
+      ->transform(CLI::CheckedTransformer(std::map<std::string, train::Balancing>{
+          {"eqb", train::Balancing::eqb}, {"quantile", train::Balancing::quantile}}))
+      ->capture_default_str();
   cmd->add_option("--clip", o.clip, "gradient norm clip")->capture_default_str();
   cmd->add_option("-t,--threads", o.threads, "threads")->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--seed", o.seed, "seed of init and data order")->capture_default_str();

@@ -1,8 +1,11 @@
-// The engram lookup over whole sequences: hash on the CPU (the same EngramHasher the engine
-// uses, so the same n-grams name the same rows), then gather the rows:
-//   g_t = concat_{tables j} T_j[hash_j(x_{t-n+1..t})]
+// The engram over whole sequences (the equations are in train/engram.h): hash on the CPU (the
+// same EngramHasher the engine uses, so the same n-grams name the same rows), gather the rows
+//   e_t = concat_{tables j} T_j[hash_j(x_{t-n+1..t})]
+// then, for Nenya's gated engram, gate, convolve and add into the streams.
 #include "train/engram.h"
 
+#include <algorithm>
+#include <cmath>
 #include <vector>
 
 namespace wren::train {
@@ -29,6 +32,27 @@ torch::Tensor engram_rows(const EngramHasher& hasher, const Layout& l) {
 torch::Tensor engram_lookup(const torch::Tensor& tables, const torch::Tensor& rows) {
   torch::Tensor g = tables.index_select(0, rows.flatten());  // [B * T * tables, row_dim]
   return g.view({rows.size(0), rows.size(1), -1});
+}
+
+torch::Tensor engram_gate_add(const EngramGateParams& w, const ModelConfig& c, const Layout& l, const torch::Tensor& x,
+                              torch::Tensor* alpha) {
+  const int64_t T = x.size(1), n = x.size(2), d = x.size(3), K = w.conv.size(1);
+  const torch::Tensor e = engram_lookup(w.tables, engram_rows(*w.hasher, l));    // [B, T, width]
+  const torch::Tensor v = linear_map(e, w.w_value);                               // [B, T, d]
+  const torch::Tensor k = linear_map(e, w.w_key.view({n * d, -1})).unflatten(-1, {n, d});  // [B, T, n, d]
+  const torch::Tensor score = (rmsnorm(x, w.stream_norm, c) * rmsnorm(k, w.key_norm, c)).sum(-1) / std::sqrt(double(d));
+  const torch::Tensor a = torch::sigmoid(score);                                  // [B, T, n]
+  if (alpha) *alpha = a.detach();
+  const torch::Tensor u = a.unsqueeze(-1) * v.unsqueeze(2);                       // [B, T, n, d]
+  // Tap K-1-s reads u from s tokens back, kept only where that token is in the same document
+  // (pos >= s): the sum over s of conv[:, K-1-s] * u_{t-s}.
+  torch::Tensor y = u * w.conv.select(1, K - 1);
+  for (int64_t s = 1; s < std::min(K, T); ++s) {
+    const torch::Tensor back = torch::cat({torch::zeros_like(u.narrow(1, 0, s)), u.narrow(1, 0, T - s)}, 1);
+    const torch::Tensor same_doc = (l.pos >= s).to(u.scalar_type()).view({l.pos.size(0), T, 1, 1});
+    y = y + back * same_doc * w.conv.select(1, K - 1 - s);
+  }
+  return x + y;
 }
 
 }  // namespace wren::train

@@ -4,17 +4,21 @@
 // runs a batch of whole sequences at once, mirroring the engine's per-token walk
 // (runtime/session.cpp) step for step:
 //
-//   e = scale E[x]; g = engram(n-grams ending here)         (residual sources)
+//   e = scale E[x]; the stream x = e, mHC's n copies of e, or the attention-residual sources
+//   (e, g = engram(n-grams ending here))
 //   for each layer i:
+//     Nenya engram before i: gated rows added into every stream
 //     bridged layers j whose K/V are mixed at i's attention: K/V_j = kv(RMSNorm(mix_j(sources)))
-//     attention input = the stream / mix_i(sources) -> RMSNorm -> mixer -> written back
-//     FFN input       = likewise                    -> RMSNorm -> FFN   -> written back
-//   logits = W_head RMSNorm(the stream / mix_final(e, g, B_0..))
+//     attention input = the stream / mix_i(sources) / mHC read -> RMSNorm -> mixer -> written back
+//     FFN input       = likewise                               -> RMSNorm -> FFN   -> written back
+//   logits = W_head RMSNorm(the stream / mix_final(e, g, B_0..) / mHC read-out)
 //
 // Document masking (NOTES.md 4): an end-of-text token ends its document. A token attends only
 // to tokens of its own document, its RoPE position counts from the document's start, and its
 // n-grams take the pad id before the document's start, so each document of a packed row is
-// computed exactly as if it were run alone from a fresh session.
+// computed exactly as if it were run alone from a fresh session. The same holds for Nenya's
+// mechanisms: MLA attends within the document, the gated engram's n-grams and short conv stop
+// at its start, and the Gated DeltaNet state and convs restart there.
 #pragma once
 
 #include <torch/torch.h>
@@ -31,6 +35,9 @@
 #include "train/attn_residuals.h"
 #include "train/engram.h"
 #include "train/ffn.h"
+#include "train/gated_deltanet.h"
+#include "train/mhc.h"
+#include "train/mla.h"
 
 namespace wren::train {
 
@@ -44,7 +51,11 @@ struct Param {
 struct LayerParams {
   torch::Tensor attn_norm, ffn_norm, attn_post_norm, ffn_post_norm;
   MixParams attn_res, ffn_res, kv_bridge;  // attention residuals
-  AttentionParams attn;
+  MhcParams attn_mhc, ffn_mhc;             // mHC boundaries
+  EngramGateParams engram;                 // Nenya's engram added before this layer (hasher set)
+  AttentionParams attn;                    // the mixer: one of attn, mla, gdn
+  MlaParams mla;
+  GdnParams gdn;
   FfnParams dense;
   MoeParams moe;
 };
@@ -53,7 +64,7 @@ class Model : public torch::nn::Module {
  public:
   // Every tensor drawn by init_rows(c, t, seed, ...), as `wren init --seed seed` draws it.
   // `eot`: the end-of-text token id that ends a document; -1 for none. Throws for mechanisms
-  // the reference does not implement yet (mHC, MLA, Gated DeltaNet, gated engram, swiglu_oai).
+  // the reference does not implement (swiglu_oai, which the engine does not run either).
   Model(const ModelConfig& c, uint64_t seed, int32_t eot = -1);
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
@@ -82,6 +93,7 @@ class Model : public torch::nn::Module {
   std::map<std::string, size_t> index_;  // weight-map name -> params_ slot
   torch::Tensor embed_, lm_head_, final_norm_;
   MixParams final_res_;
+  MhcParams final_mhc_;
   torch::Tensor engram_tables_;
   std::optional<EngramHasher> engram_;
   std::vector<LayerParams> layers_;

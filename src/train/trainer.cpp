@@ -77,14 +77,17 @@ int64_t load_checkpoint(const std::string& dir, Model& model, Optimizer& muon, O
   return step;
 }
 
-// Exact Quantile Balancing of every MoE layer from the routing of the step just taken.
-void balance_experts(Model& model) {
+// Every MoE layer's balancing bias from the routing of the step just taken: Exact Quantile
+// Balancing (Embla), or quantile balancing (Nenya; routes on s - beta, so beta = -bias).
+void balance_experts(Model& model, Balancing how) {
   torch::NoGradGuard no_grad;
   for (const Routing& r : model.routing()) {
     const FfnSpec& f = model.config().ffn(r.layer);
     if (!f.balance_bias) continue;
     const torch::Tensor& bias = model.tensor("layers." + std::to_string(r.layer) + ".ffn.balance_bias");
-    const_cast<torch::Tensor&>(bias).copy_(eqb_update(r.scores, bias, f.top_k));
+    torch::Tensor& b = const_cast<torch::Tensor&>(bias);
+    if (how == Balancing::eqb) b.copy_(eqb_update(r.scores, bias, f.top_k));
+    else b.copy_(-quantile_balance(r.scores, -bias, f.top_k));
   }
 }
 
@@ -185,7 +188,7 @@ TrainResult run_training(const TrainOptions& o, int64_t stop_after) {
     const double mult = schedule.multiplier(step);
     muon.step(mult);
     adamw.step(mult);
-    balance_experts(model);
+    balance_experts(model, o.balancing);
     result.steps.push_back({step, loss.item<double>(), mult, norm});
     ++done;
     const bool last = step + 1 == o.steps || (stop_after > 0 && done == stop_after);

@@ -3,7 +3,8 @@
 //   loss = mean cross-entropy of the next token; backward; clip the gradient norm
 //   Muon on matrices, AdamW on the rest, lr = peak x schedule(n)
 //   Exact Quantile Balancing: each MoE layer's balancing bias := the cutoffs that would have
-//   given every expert exactly its share of this step's token slots
+//   given every expert exactly its share of this step's token slots (or Nenya's quantile
+//   balancing, --balancing quantile)
 // Every `eval_every` steps the held-out split's loss in bits per byte; every
 // `checkpoint_every` steps a checkpoint that resumes bit-identically; at the end the model is
 // exported as an engine-ready model directory.
@@ -19,6 +20,9 @@
 
 namespace wren::train {
 
+// How the balancing biases follow each step's routing (train/balance.h).
+enum class Balancing { eqb, quantile };
+
 struct TrainOptions {
   std::string config;                      // preset, config file or model directory
   std::vector<std::string> data;           // text files or folders
@@ -32,6 +36,7 @@ struct TrainOptions {
   double decay_fraction = 0.25;
   OptimSettings optim;
   double clip = 1.0;
+  Balancing balancing = Balancing::eqb;
   int threads = 2;
   uint64_t seed = 0;
   int64_t eval_every = 100, eval_rows = 64, checkpoint_every = 500;

@@ -4,11 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
 
 #include "runtime/model_files.h"
-#include "text/bpe_train.h"
 #include "train/trainer.h"
+#include "train_test_util.h"
 
 namespace wren::train {
 namespace {
@@ -22,26 +21,7 @@ struct Workspace {
     static int counter = 0;
     dir = fs::path(::testing::TempDir()) / ("wren_trainer_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
     fs::remove_all(dir);
-    fs::create_directories(dir / "data");
-    std::string text;
-    for (int i = 0; i < 60; ++i) text += "The cat sat on the mat number " + std::to_string(i % 7) + ". ";
-    for (int d = 0; d < 4; ++d) std::ofstream(dir / "data" / ("doc" + std::to_string(d) + ".txt")) << text << d;
-    text::BpeTrainOptions bpe;
-    bpe.vocab_size = 300;
-    text::save_tokenizer_json(text::train_bpe({text}, bpe), (dir / "tokenizer.json").string());
-    options.config = "embla-mini";
-    options.data = {(dir / "data").string()};
-    options.heldout_files = {"doc3.txt"};
-    options.tokenizer = (dir / "tokenizer.json").string();
-    options.seq_len = 16;
-    options.batch = 2;
-    options.steps = 6;
-    options.warmup = 1;
-    options.threads = 1;
-    options.seed = 3;
-    options.eval_every = 3;
-    options.eval_rows = 4;
-    options.quiet = true;
+    options = train_test::tiny_training_workspace(dir, "embla-mini");
   }
   ~Workspace() { fs::remove_all(dir); }
 };
