@@ -13,6 +13,7 @@
 #include "kernels/threads.h"
 #include "model/kv_cache.h"
 #include "model/rope.h"
+#include "model/sparsity_probe.h"
 #include "model/tensor.h"
 
 namespace wren {
@@ -63,10 +64,11 @@ void window_attention(const AttentionWeights& w, const MixerSpec& m, const Model
 void relu2_weights(float* scores, int64_t n);
 // Sevren Sparse Attention over the whole cache. When group_scores is not null it also
 // receives, for the sparse layers that reuse this cache, group_scores[g * stride + j] = the
-// maximum over KV head g's query heads of the pre-ReLU score s_j.
+// maximum over KV head g's query heads of the pre-ReLU score s_j. `probe`, when not null,
+// counts the weights (zero weights, V-skip groups).
 void relu2_attention(const AttentionWeights& w, const MixerSpec& m, const ModelConfig& c, const float* x, int64_t pos,
                      const KvCache& cache, AttentionScratch& s, float* group_scores, int64_t stride, float* out,
-                     kernels::ThreadPool* pool);
+                     kernels::ThreadPool* pool, Relu2Probe* probe = nullptr);
 
 // Sparse selection: the top_k keys by score, union the `recent` most recent of n keys; all
 // n when n <= top_k + recent. Writes ascending positions to `out`, returns their count.

@@ -70,9 +70,10 @@ int64_t ffn_add(const FfnSpec& spec, const MatrixView& w_gate, const MatrixView&
 }
 
 void dense_ffn(const FfnSpec& spec, const FfnWeights& w, const float* x, float* y, FfnScratch& s,
-               kernels::ThreadPool* pool) {
-  ffn_add(spec, w.w_gate, w.w_up, w.w_down, data_or_null(w.b_gate), data_or_null(w.b_up), data_or_null(w.b_down), x,
-          1.0f, y, s, pool);
+               kernels::ThreadPool* pool, FfnProbe* probe) {
+  const int64_t fired = ffn_add(spec, w.w_gate, w.w_up, w.w_down, data_or_null(w.b_gate), data_or_null(w.b_up),
+                                data_or_null(w.b_down), x, 1.0f, y, s, pool);
+  if (probe && probe->relu2) probe->dense.record(s.neurons.data(), fired);
 }
 
 void route(const FfnSpec& spec, const MoeWeights& w, const float* x, int32_t* experts, float* gates, FfnScratch& s) {
@@ -111,12 +112,13 @@ void route(const FfnSpec& spec, const MoeWeights& w, const float* x, int32_t* ex
 }
 
 void moe_ffn(const FfnSpec& spec, const MoeWeights& w, int d, const float* x, float* y, FfnScratch& s,
-             kernels::ThreadPool* pool, int32_t* experts_out) {
+             kernels::ThreadPool* pool, int32_t* experts_out, FfnProbe* probe) {
   const int k = spec.top_k, h = spec.expert_hidden;
   int32_t* experts = s.expert_ids.data();
   float* gates = s.gate_values.data();
   route(spec, w, x, experts, gates, s);
   if (experts_out) std::copy(experts, experts + k, experts_out);
+  if (probe) probe->record_route(experts, k);
   const bool latent = spec.latent_dim > 0;
   const int64_t in = latent ? spec.latent_dim : d;
   const float* z = x;
@@ -135,8 +137,9 @@ void moe_ffn(const FfnSpec& spec, const MoeWeights& w, int d, const float* x, fl
     const MatrixView gate = relu2 ? MatrixView{} : st.w_gate.slice_rows(e * h, h);
     const MatrixView down = relu2 ? st.w_down.slice_rows(e * h, h) : st.w_down.slice_rows(e * in, in);
     auto bias = [](const Vec& b, int64_t off) { return b.empty() ? nullptr : b.data() + off; };
-    ffn_add(spec, gate, up, down, bias(st.b_gate, e * h), bias(st.b_up, e * h), bias(st.b_down, e * in), z, gates[i],
-            acc, s, pool);
+    const int64_t fired = ffn_add(spec, gate, up, down, bias(st.b_gate, e * h), bias(st.b_up, e * h),
+                                  bias(st.b_down, e * in), z, gates[i], acc, s, pool);
+    if (probe && relu2) probe->experts[size_t(e)].record(s.neurons.data(), fired);
   }
   if (latent) kernels::matvec_add(w.latent_up, s.latent_out.data(), 1.0f, y, pool);
   if (spec.n_shared) {
@@ -146,8 +149,9 @@ void moe_ffn(const FfnSpec& spec, const MoeWeights& w, int d, const float* x, fl
       scale = 1.0f / (1.0f + std::exp(-scale));
     }
     const FfnWeights& sh = w.shared;
-    ffn_add(spec, sh.w_gate, sh.w_up, sh.w_down, data_or_null(sh.b_gate), data_or_null(sh.b_up), data_or_null(sh.b_down),
-            x, scale, y, s, pool);
+    const int64_t fired = ffn_add(spec, sh.w_gate, sh.w_up, sh.w_down, data_or_null(sh.b_gate), data_or_null(sh.b_up),
+                                  data_or_null(sh.b_down), x, scale, y, s, pool);
+    if (probe && relu2) probe->shared.record(s.neurons.data(), fired);
   }
 }
 

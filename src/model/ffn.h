@@ -10,6 +10,7 @@
 
 #include "config/model_config.h"
 #include "kernels/threads.h"
+#include "model/sparsity_probe.h"
 #include "model/tensor.h"
 
 namespace wren {
@@ -38,13 +39,15 @@ struct FfnScratch {
 };
 
 // y += scale * FFN(x) for one FFN of width `hidden` whose W_down is `down` (rows of the
-// stack already sliced). Returns the number of neurons that fired (ReLU^2) or `hidden`.
+// stack already sliced). Returns the number of neurons that fired (ReLU^2) or `hidden`; for
+// ReLU^2 their indices are then s.neurons[0 .. fired).
 int64_t ffn_add(const FfnSpec& spec, const MatrixView& w_gate, const MatrixView& w_up, const MatrixView& w_down,
                 const float* b_gate, const float* b_up, const float* b_down, const float* x, float scale, float* y,
                 FfnScratch& s, kernels::ThreadPool* pool);
 
+// `probe`, when not null, counts the neurons that fired (ReLU^2) and the experts chosen.
 void dense_ffn(const FfnSpec& spec, const FfnWeights& w, const float* x, float* y, FfnScratch& s,
-               kernels::ThreadPool* pool);
+               kernels::ThreadPool* pool, FfnProbe* probe = nullptr);
 
 // The router's choice for one token: expert ids (top_k) and their gate weights.
 // Selection uses score + balance_bias; gates use the unbiased scores (DeepSeek-V3, EQB).
@@ -53,6 +56,6 @@ void route(const FfnSpec& spec, const MoeWeights& w, const float* x, int32_t* ex
 // y += MoE(x): routed experts (at latent width if latent_dim) and shared experts.
 // `experts_out` (top_k ids) may be null.
 void moe_ffn(const FfnSpec& spec, const MoeWeights& w, int d, const float* x, float* y, FfnScratch& s,
-             kernels::ThreadPool* pool, int32_t* experts_out);
+             kernels::ThreadPool* pool, int32_t* experts_out, FfnProbe* probe = nullptr);
 
 }  // namespace wren

@@ -16,7 +16,7 @@ void relu2_weights(float* scores, int64_t n) {
 
 void relu2_attention(const AttentionWeights& w, const MixerSpec& m, const ModelConfig& c, const float* x, int64_t pos,
                      const KvCache& cache, AttentionScratch& s, float* group_scores, int64_t stride, float* out,
-                     kernels::ThreadPool* pool) {
+                     kernels::ThreadPool* pool, Relu2Probe* probe) {
   project_query(w, m, c, x, pos, s.q.data(), pool);
   const int dh = m.head_dim, group = m.n_heads / m.n_kv_heads;
   const float scale = 1.0f / std::sqrt(float(dh));
@@ -29,6 +29,7 @@ void relu2_attention(const AttentionWeights& w, const MixerSpec& m, const ModelC
     for (int64_t j = 0; j < n; ++j) score[j] = kernels::dot(q, cache.key(j) + kv, dh) * scale;
     record_group_scores(group_scores, stride, h / group, 0, score, n);
     relu2_weights(score, n);
+    if (probe) probe->record_head(h, h / group, score, n, pos);
     float* o = s.o.data() + h * dh;
     std::fill(o, o + dh, 0.0f);
     double sum = 0;
@@ -40,6 +41,7 @@ void relu2_attention(const AttentionWeights& w, const MixerSpec& m, const ModelC
     const float inv = float(1.0 / (m.relu2_c + sum));
     for (int i = 0; i < dh; ++i) o[i] *= inv;
   }
+  if (probe) probe->finish_query(pos, n);
   project_output(w, m, x, s, out, pool);
 }
 

@@ -21,8 +21,10 @@
 namespace wren {
 
 Session::Session(std::shared_ptr<const Model> model, const SessionOptions& options)
-    : model_(std::move(model)), pool_(std::max(1, options.threads)) {
+    : model_(std::move(model)), pool_(std::max(1, options.threads)), probe_(options.probe) {
   const ModelConfig& c = model_->config;
+  if (probe_ && !probe_->fits(c))
+    throw std::invalid_argument("sparsity probe: made for another model shape than " + c.name);
   context_ = options.context > 0 ? options.context : c.context_length;
   d_ = c.d_model;
   streams_ = c.residual.kind == ResidualKind::mhc ? c.residual.streams : 1;
@@ -198,7 +200,8 @@ void Session::run_mixer(int i, const float* x, float* out) {
       window_attention(w.attn, m, c, x, pos, kv_[size_t(owner)], attn_, group_scores, context_, out, &pool_);
       break;
     case MixerKind::relu2_attention:
-      relu2_attention(w.attn, m, c, x, pos, kv_[size_t(owner)], attn_, group_scores, context_, out, &pool_);
+      relu2_attention(w.attn, m, c, x, pos, kv_[size_t(owner)], attn_, group_scores, context_, out, &pool_,
+                      probe_ ? &probe_->layers[size_t(i)].attention : nullptr);
       break;
     case MixerKind::sparse_reuse:
       sparse_attention(w.attn, m, c.mixer(owner), c, x, pos, kv_[size_t(owner)], scores_[size_t(owner)].data(), context_,
@@ -218,12 +221,13 @@ void Session::run_ffn(int i, const float* x, float* out) {
   const ModelConfig& c = model_->config;
   const FfnSpec& f = c.ffn(i);
   const LayerWeights& w = model_->layers[size_t(i)];
+  FfnProbe* probe = probe_ ? &probe_->layers[size_t(i)].ffn : nullptr;
   std::fill(out, out + d_, 0.0f);
   if (f.kind == FfnKind::dense) {
-    dense_ffn(f, w.dense, x, out, ffn_, &pool_);
+    dense_ffn(f, w.dense, x, out, ffn_, &pool_, probe);
   } else {
     last_experts_[size_t(i)].resize(size_t(f.top_k));
-    moe_ffn(f, w.moe, d_, x, out, ffn_, &pool_, last_experts_[size_t(i)].data());
+    moe_ffn(f, w.moe, d_, x, out, ffn_, &pool_, last_experts_[size_t(i)].data(), probe);
   }
 }
 

@@ -19,12 +19,16 @@
 #include "model/kv_cache.h"
 #include "model/mhc.h"
 #include "model/model.h"
+#include "model/sparsity_probe.h"
 
 namespace wren {
 
 struct SessionOptions {
   int64_t context = 0;  // tokens the caches hold; 0: the config's context_length
   int threads = 1;
+  // When not null, the layers count their sparsity into it (wren sparsity); it must be made
+  // for this model's config and outlive the session. Null: the layers only test the pointer.
+  SparsityProbe* probe = nullptr;
 };
 
 class Session {
@@ -74,6 +78,7 @@ class Session {
   std::vector<EngramGateState> engram_gate_;  // per layer Nenya's engram is added before
   std::vector<std::vector<float>> scores_;  // per full layer with sparse dependents: [kv_heads][context]
   std::vector<std::vector<int32_t>> last_experts_;
+  SparsityProbe* probe_ = nullptr;
 
   // Residual state of the current token.
   int d_ = 0;
