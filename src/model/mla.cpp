@@ -15,13 +15,6 @@ namespace wren {
 
 namespace {
 
-std::string num(double v) {
-  std::string s = std::to_string(v);
-  s.erase(s.find_last_not_of('0') + 1);
-  if (!s.empty() && s.back() == '.') s.pop_back();
-  return s;
-}
-
 void check_spec(const MixerSpec& m) {
   auto fail = [](const std::string& what) { throw std::runtime_error("MLA mixer: " + what); };
   if (m.kind != MixerKind::mla) fail(std::string("kind is ") + to_string(m.kind) + ", expected mla");
