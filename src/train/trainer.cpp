@@ -91,11 +91,12 @@ void balance_experts(Model& model, Balancing how) {
   }
 }
 
-LoadStats routing_load(const Model& model) {
-  std::vector<LoadStats> layers;
+// The expert load of every MoE layer in the last forward.
+std::vector<LayerLoad> routing_load(const Model& model) {
+  std::vector<LayerLoad> layers;
   for (const Routing& r : model.routing())
-    layers.push_back(load_stats(expert_counts(r.chosen, model.config().ffn(r.layer).n_experts)));
-  return layers.empty() ? LoadStats{} : mean_load_stats(layers);
+    layers.push_back({r.layer, load_stats(expert_counts(r.chosen, model.config().ffn(r.layer).n_experts))});
+  return layers;
 }
 
 // Mean cross-entropy (nats) of the first `rows` held-out rows, and their bits per byte.
@@ -200,15 +201,27 @@ TrainResult run_training(const TrainOptions& o, int64_t stop_after) {
     }
     const bool can_eval = corpus.heldout().rows() > 0;  // without a held-out split there is nothing to measure
     if (can_eval && ((o.eval_every > 0 && (step + 1) % o.eval_every == 0) || step + 1 == o.steps)) {
-      const LoadStats load = routing_load(model);
+      const std::vector<LayerLoad> layers = routing_load(model);
       EvalRecord e = evaluate(model, corpus.heldout(), tok, eot, o.eval_rows, o.batch);
       e.step = step + 1;
-      e.busiest = load.busiest;
-      e.least_used = load.least_used;
+      e.layers = layers;
+      if (!layers.empty()) {
+        std::vector<LoadStats> stats;
+        for (const LayerLoad& l : layers) stats.push_back(l.load);
+        const LoadStats mean = mean_load_stats(stats);
+        e.busiest = mean.busiest;
+        e.least_used = mean.least_used;
+      }
       result.evals.push_back(e);
-      if (!o.quiet)
-        std::fprintf(stderr, "\nstep %lld: held-out loss %.4f, %.4f bits per byte; experts busiest %.2fx, least used %.2fx of fair share\n",
-                     (long long)e.step, e.loss, e.bits_per_byte, e.busiest, e.least_used);
+      if (!o.quiet) {
+        std::fprintf(stderr, "\nstep %lld: held-out loss %.4f, %.4f bits per byte", (long long)e.step, e.loss, e.bits_per_byte);
+        if (!layers.empty()) {
+          std::fprintf(stderr, "; experts busiest %.2fx, least used %.2fx of fair share (mean); per layer:", e.busiest,
+                       e.least_used);
+          for (const LayerLoad& l : layers) std::fprintf(stderr, " %d:%.2f/%.2f", l.layer, l.load.busiest, l.load.least_used);
+        }
+        std::fprintf(stderr, "\n");
+      }
     }
     if (!o.checkpoint.empty() && ((o.checkpoint_every > 0 && (step + 1) % o.checkpoint_every == 0) || last))
       save_checkpoint(o.checkpoint, model, muon, adamw, step + 1);

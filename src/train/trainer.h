@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kernels/types.h"
+#include "train/balance.h"
 #include "train/optim.h"
 
 namespace wren::train {
@@ -49,10 +50,17 @@ struct StepRecord {
   double loss = 0, lr_multiplier = 0, grad_norm = 0;
 };
 
+// One MoE layer's expert load in the last training step's routing.
+struct LayerLoad {
+  int layer = 0;
+  LoadStats load;
+};
+
 struct EvalRecord {
   int64_t step = 0;
   double loss = 0, bits_per_byte = 0;
   double busiest = 0, least_used = 0;  // expert load vs fair share, mean over MoE layers
+  std::vector<LayerLoad> layers;        // and per MoE layer
 };
 
 struct TrainResult {

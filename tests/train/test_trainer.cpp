@@ -5,6 +5,7 @@
 
 #include <filesystem>
 
+#include "config/parse.h"
 #include "runtime/model_files.h"
 #include "train/trainer.h"
 #include "train_test_util.h"
@@ -40,6 +41,18 @@ TEST(Trainer, SameSeedSameLossCurve) {
   EXPECT_LT(ra.steps.back().loss, ra.steps.front().loss) << "six steps on repetitive text should lower the loss";
   ASSERT_FALSE(ra.evals.empty());
   EXPECT_GT(ra.evals.back().bits_per_byte, 0.0);
+  // Expert load per MoE layer: every MoE layer of the config, busiest >= fair share >= least used.
+  const ModelConfig c = load_preset("embla-mini");
+  std::vector<int> moe;
+  for (int i = 0; i < c.n_layers(); ++i)
+    if (c.ffn(i).kind == FfnKind::moe) moe.push_back(i);
+  const std::vector<LayerLoad>& layers = ra.evals.back().layers;
+  ASSERT_EQ(layers.size(), moe.size());
+  for (size_t i = 0; i < layers.size(); ++i) {
+    EXPECT_EQ(layers[i].layer, moe[i]);
+    EXPECT_GE(layers[i].load.busiest, 1.0);
+    EXPECT_LE(layers[i].load.least_used, 1.0);
+  }
 }
 
 TEST(Trainer, ResumeContinuesTheIdenticalLossSequence) {
