@@ -156,9 +156,13 @@ TEST(Rope, YarnFrequenciesAndScales) {
     const double base = std::pow(10000.0, -2.0 * i / dim);
     const double wavelength = 2 * M_PI / base;
     // Fewer than beta_slow = 1 rotations over the original context: fully interpolated.
-    if (wavelength > 4096) EXPECT_NEAR(t.inv_freq[size_t(i)], base / 40, 1e-6 * base) << i;
+    if (wavelength > 4096) {
+      EXPECT_NEAR(t.inv_freq[size_t(i)], base / 40, 1e-6 * base) << i;
+    }
     // More than beta_fast = 32 rotations: untouched.
-    if (4096 / wavelength > 32) EXPECT_NEAR(t.inv_freq[size_t(i)], base, 1e-6 * base) << i;
+    if (4096 / wavelength > 32) {
+      EXPECT_NEAR(t.inv_freq[size_t(i)], base, 1e-6 * base) << i;
+    }
     EXPECT_LE(t.inv_freq[size_t(i)], base * (1 + 1e-6));
     EXPECT_GE(t.inv_freq[size_t(i)], base / 40 * (1 - 1e-6));
   }
