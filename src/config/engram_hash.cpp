@@ -3,16 +3,11 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "config/splitmix.h"
+
 namespace wren {
 
 namespace {
-
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 // Token ids are mapped to 32 bits (the pad to 2^32 - 1, which no token has); an odd
 // multiplier below 2^31 keeps every product below 2^63.

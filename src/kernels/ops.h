@@ -7,6 +7,7 @@
 // split x, RoPE's cos/sin) are thread-local and grow once.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -56,6 +57,7 @@ void softmax(float* x, int64_t n);
 // Elementwise, in place allowed.
 void exp(const float* x, int64_t n, float* out);       // e^x
 void sigmoid(const float* x, int64_t n, float* out);   // 1 / (1 + e^-x)
+inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 void silu(const float* x, int64_t n, float* out);      // x sigmoid(x)
 void softplus(const float* x, int64_t n, float* out);  // log(1 + e^x) = max(x,0) + log1p(e^-|x|)
 void relu2(const float* x, int64_t n, float* out);     // max(x, 0)^2

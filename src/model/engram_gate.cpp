@@ -77,7 +77,7 @@ void engram_gate_add(const EngramGateWeights& w, const EngramHasher& hasher, std
     kernels::rmsnorm(x, w.stream_norm.data() + int64_t(st) * d, d, eps, unit_offset, s.xn.data());
     kernels::rmsnorm(k, w.key_norm.data() + int64_t(st) * d, d, eps, unit_offset, k);
     const float score = kernels::dot(s.xn.data(), k, d) * inv_sqrt_d;
-    const float a = 1.0f / (1.0f + std::exp(-score));
+    const float a = kernels::sigmoid(score);
     s.alpha[size_t(st)] = a;
 
     // u = a v; x += conv over (history oldest first, then u): tap i < K-1 reads the value

@@ -146,7 +146,7 @@ void moe_ffn(const FfnSpec& spec, const MoeWeights& w, int d, const float* x, fl
     float scale = 1.0f;
     if (present(w.shared_gate)) {
       kernels::matvec(w.shared_gate, x, &scale);
-      scale = 1.0f / (1.0f + std::exp(-scale));
+      scale = kernels::sigmoid(scale);
     }
     const FfnWeights& sh = w.shared;
     const int64_t fired = ffn_add(spec, sh.w_gate, sh.w_up, sh.w_down, data_or_null(sh.b_gate), data_or_null(sh.b_up),

@@ -14,8 +14,6 @@ namespace wren {
 
 namespace {
 
-float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-
 void check_weights(const MhcWeights& w, int n, int d, int64_t outputs, size_t alphas, const char* what) {
   const auto fail = [&](const std::string& field, const std::string& got, const std::string& want) {
     throw std::runtime_error(std::string(what) + ": " + field + " is " + got + ", expected " + want +
@@ -95,8 +93,8 @@ void mhc_coefficients(const MhcWeights& w, int n, int d, float eps, int iters, c
   b.post.resize(size_t(n));
   b.C.resize(size_t(n) * size_t(n));
   for (int j = 0; j < n; ++j) {
-    b.pre[size_t(j)] = sigmoid(a0 * m[j] + bias[j]);
-    b.post[size_t(j)] = 2.0f * sigmoid(a1 * m[n + j] + bias[n + j]);
+    b.pre[size_t(j)] = kernels::sigmoid(a0 * m[j] + bias[j]);
+    b.post[size_t(j)] = 2.0f * kernels::sigmoid(a1 * m[n + j] + bias[n + j]);
   }
   for (int i = 0; i < n * n; ++i) b.C[size_t(i)] = a2 * m[2 * n + i] + bias[2 * n + i];
   sinkhorn(b.C.data(), n, iters);
@@ -129,7 +127,7 @@ void mhc_readout(StreamReadout readout, const MhcWeights& w, int n, int d, float
   } else {
     check_weights(w, n, d, n, 1, "mHC read-out");
     project(w.phi, n, d, eps, streams, s, pool);
-    for (int j = 0; j < n; ++j) g[j] = sigmoid(w.alpha[0] * s.m[size_t(j)] + w.bias[size_t(j)]) + kMhcReadoutEps;
+    for (int j = 0; j < n; ++j) g[j] = kernels::sigmoid(w.alpha[0] * s.m[size_t(j)] + w.bias[size_t(j)]) + kMhcReadoutEps;
   }
   std::fill(y, y + d, 0.0f);
   for (int j = 0; j < n; ++j) kernels::axpy(g[j], streams + int64_t(j) * d, d, y);
