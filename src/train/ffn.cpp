@@ -34,7 +34,8 @@ torch::Tensor ffn(const FfnSpec& spec, const torch::Tensor& w_gate, const torch:
     case Activation::relu2: y = torch::matmul(torch::relu(u).pow(2), w_down); break;  // neuron-major
     case Activation::swiglu: y = linear_map(torch::silu(linear_map(x, w_gate, b_gate)) * u, w_down); break;
     case Activation::geglu: y = linear_map(gelu_tanh(linear_map(x, w_gate, b_gate)) * u, w_down); break;
-    case Activation::swiglu_oai: throw std::runtime_error("train: swiglu_oai experts are not implemented");
+    case Activation::swiglu_oai:  // refused by train::Model (check_supported), as the engine refuses it
+      throw std::runtime_error("train: swiglu_oai (gpt-oss clamped SwiGLU) is refused by the reference and the engine");
   }
   return b_down.defined() ? y + b_down : y;
 }

@@ -145,12 +145,13 @@ TEST(TrainOptim, SaveLoadStepEqualsUninterruptedSteps) {
     w_saved = first.w.detach().clone();
     b_saved = first.b.detach().clone();
   }
-  Toy resumed(5);
-  {
+  auto restore = [&](Toy& toy) {  // the parameters as saved after step 3
     torch::NoGradGuard ng;
-    resumed.w.copy_(w_saved);
-    resumed.b.copy_(b_saved);
-  }
+    toy.w.copy_(w_saved);
+    toy.b.copy_(b_saved);
+  };
+  Toy resumed(5);
+  restore(resumed);
   auto g = make_groups(resumed.named(), s);
   Muon m(g, s);
   AdamW a(g, s);
@@ -164,11 +165,7 @@ TEST(TrainOptim, SaveLoadStepEqualsUninterruptedSteps) {
   EXPECT_TRUE(torch::equal(a.state("b", "exp_avg_sq"), aw.state("b", "exp_avg_sq")));
   // Without the state the continuation differs, so the comparison above can fail.
   Toy fresh(5);
-  {
-    torch::NoGradGuard ng;
-    fresh.w.copy_(w_saved);
-    fresh.b.copy_(b_saved);
-  }
+  restore(fresh);
   auto gf = make_groups(fresh.named(), s);
   Muon mf(gf, s);
   AdamW af(gf, s);
