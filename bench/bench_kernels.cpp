@@ -26,33 +26,43 @@ std::vector<float> random_vector(int64_t n, uint32_t seed) {
   return v;
 }
 
-// Args: rows, cols, threads.
-template <DType kType>
-void BM_Matvec(benchmark::State& state) {
+// y = W x. Args: rows, cols, threads. q8 / q4 run once per integer dot path this CPU
+// supports (set_int8_path; the label names it and the Highway target of f32 / bf16), so
+// the paths can be compared on one machine; the matvec includes quantising x.
+void BM_Matvec(benchmark::State& state, DType type, const char* path) {
   const int64_t rows = state.range(0), cols = state.range(1);
-  const Matrix m = encode_matrix(random_vector(rows * cols, 1).data(), rows, cols, kType, 32);
+  const Matrix m = encode_matrix(random_vector(rows * cols, 1).data(), rows, cols, type, 32);
   const MatrixView w = m.view();
   const auto x = random_vector(cols, 2);
   std::vector<float> y(static_cast<size_t>(rows));
   ThreadPool pool(int(state.range(2)));
+  set_int8_path(path);
   for (auto _ : state) {
     matvec(w, x.data(), y.data(), &pool);
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
   state.SetBytesProcessed(int64_t(state.iterations()) * w.bytes());
-  state.SetLabel(std::string(to_string(kType)) + " " + active_target());
+  state.SetLabel(std::string(to_string(type)) + " " + (path ? path : active_target()));
+  set_int8_path(nullptr);
 }
 
 void MatvecArgs(benchmark::internal::Benchmark* b) {
   for (int threads : {1, 2})
-    for (auto [rows, cols] : {std::pair{2048, 2048}, {4096, 2048}}) b->Args({rows, cols, threads});
+    for (auto [rows, cols] : {std::pair{2048, 2048}, {2048, 8192}, {8192, 2048}})
+      b->Args({rows, cols, threads});
   b->ArgNames({"rows", "cols", "threads"})->UseRealTime();
 }
-BENCHMARK_TEMPLATE(BM_Matvec, DType::f32)->Apply(MatvecArgs);
-BENCHMARK_TEMPLATE(BM_Matvec, DType::bf16)->Apply(MatvecArgs);
-BENCHMARK_TEMPLATE(BM_Matvec, DType::q8)->Apply(MatvecArgs);
-BENCHMARK_TEMPLATE(BM_Matvec, DType::q4)->Apply(MatvecArgs);
+
+void RegisterMatvec() {
+  for (DType t : {DType::f32, DType::bf16})
+    benchmark::RegisterBenchmark((std::string("BM_Matvec/") + to_string(t)).c_str(), BM_Matvec, t,
+                                 nullptr)->Apply(MatvecArgs);
+  for (DType t : {DType::q8, DType::q4})
+    for (const char* path : supported_int8_paths())
+      benchmark::RegisterBenchmark((std::string("BM_Matvec/") + to_string(t) + "/" + path).c_str(),
+                                   BM_Matvec, t, path)->Apply(MatvecArgs);
+}
 
 // Prefill: W read once per tile of tokens. Args: tokens, threads. Items = tokens.
 void BM_MatmulQ8(benchmark::State& state) {
@@ -96,4 +106,11 @@ BENCHMARK(BM_MemoryBandwidth)->Args({1024, 1})->Args({1024, 2})->ArgNames({"MiB"
 
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  RegisterMatvec();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <hwy/targets.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <complex>
@@ -76,11 +77,18 @@ TEST(KernelsMatvec, MatchesReference) {
       ref::matvec(v, x.data(), y_ref.data());
       auto y_add = randn(rows, rng), y_add_ref = y_add;
       matvec_add(v, x.data(), 0.7f, y_add.data());
-      ref::matvec_add(v, x.data(), 0.7f, y_add_ref.data());
+      // q8 / q4 matvec quantises x to 8 bits (test_kernels_quantized.cpp bounds that error
+      // and tests every integer path): its oracle is the product with the quantised x.
+      // dot_row stays in f32.
+      const bool quantized = c.type == DType::q8 || c.type == DType::q4;
+      QuantizedActivation xq;
+      if (quantized) quantize_activation(x.data(), c.cols, c.group, xq);
       for (int64_t r = 0; r < rows; ++r) {
         const float tol = 1e-5f * abs_dot(v, r, x.data()) + 1e-6f;
-        ASSERT_NEAR(y[size_t(r)], y_ref[size_t(r)], tol) << "row " << r;
         ASSERT_NEAR(dot_row(v, r, x.data()), y_ref[size_t(r)], tol) << "row " << r;
+        if (quantized) y_ref[size_t(r)] = float(ref::dot_row_quantized(v, r, xq));
+        y_add_ref[size_t(r)] += 0.7f * y_ref[size_t(r)];
+        ASSERT_NEAR(y[size_t(r)], y_ref[size_t(r)], tol) << "row " << r;
         ASSERT_NEAR(y_add[size_t(r)], y_add_ref[size_t(r)], tol + 1e-6f * std::fabs(y_add_ref[size_t(r)]));
       }
     }
@@ -108,6 +116,39 @@ TEST(KernelsAddRows, MatchesReference) {
           scale += std::fabs(coeffs[i] * ref::weight(v, list[i], col));
         ASSERT_NEAR(y[size_t(col)], y_ref[size_t(col)], 1e-6 * scale + 1e-7) << "col " << col;
       }
+    }
+  });
+}
+
+// add_rows reads only the listed rows: every other row (values and, for q8 / q4, scales)
+// holds NaN, and the result must equal the one from a clean matrix.
+TEST(KernelsAddRows, ReadsOnlyTheListedRows) {
+  std::mt19937 rng(16);
+  const int64_t rows = 29;
+  const std::vector<int32_t> list = {3, 27, 11, 3, 0};
+  const std::vector<float> coeffs = {0.5f, -2.0f, 1.5f, 0.25f, -1.0f};
+  for_each_target([&] {
+    for (const Case& c : matrix_cases()) {
+      SCOPED_TRACE(name(c));
+      const auto w = randn(rows * c.cols, rng);
+      const Matrix clean = encode_matrix(w.data(), rows, c.cols, c.type, c.group);
+      Matrix poisoned = clean;
+      const int64_t groups = c.group ? c.cols / c.group : 0;
+      const size_t row_bytes = size_t(clean.view().row_bytes());
+      for (int64_t r = 0; r < rows; ++r) {
+        if (std::find(list.begin(), list.end(), int32_t(r)) != list.end()) continue;
+        uint8_t* v = poisoned.values.data() + size_t(r) * row_bytes;
+        if (c.type == DType::f32)
+          std::fill_n(reinterpret_cast<float*>(v), c.cols, NAN);
+        else if (c.type == DType::bf16)
+          std::fill_n(reinterpret_cast<BF16*>(v), c.cols, f32_to_bf16(NAN));
+        else  // every int8 / nibble value is a number: the poison is the group scales
+          std::fill_n(poisoned.scales.data() + r * groups, groups, f32_to_f16(NAN));
+      }
+      auto y = randn(c.cols, rng), y_clean = y;
+      add_rows(poisoned.view(), list.data(), coeffs.data(), int64_t(list.size()), y.data());
+      add_rows(clean.view(), list.data(), coeffs.data(), int64_t(list.size()), y_clean.data());
+      ASSERT_EQ(y, y_clean);
     }
   });
 }

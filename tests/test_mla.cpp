@@ -189,6 +189,14 @@ double max_rel_diff(const A& a, const B& b) {
   return worst;
 }
 
+// A q8 matvec quantises its input vector to 8 bits per group (kernels/ops.h: |x - s q| <=
+// s / 2 with s = max|x| / 127), which the absorbed path's f32 add_rows and the f32
+// transcription do not: about 0.4% of each group's largest value per projection, ~1% after
+// the chain of projections here (measured 0.9%). f32 / bf16 keep the tight bound.
+double activation_tolerance(DType type, double f32_tolerance) {
+  return type == DType::q8 ? 2e-2 : f32_tolerance;
+}
+
 // ---- Absorbed == reference ------------------------------------------------------------------
 
 struct Case {
@@ -231,7 +239,7 @@ TEST(MlaAbsorbed, EqualsReferenceOver1To50Tokens) {
       mla_attention_absorbed(L.w, k.m, c, x.data(), pos, cache, s, abs.data(), nullptr);
       worst = std::max(worst, max_rel_diff(abs, ref));
     }
-    EXPECT_LE(worst, 1e-5);
+    EXPECT_LE(worst, activation_tolerance(k.type, 1e-5));
     EXPECT_EQ(cache.count, 50);
   }
 }
@@ -286,8 +294,8 @@ TEST(MlaReference, EqualsDoubleTranscription) {
       const Dvec want = naive_mla(L, xs, pos, c.norm.eps);
       mla_attention(L.w, k.m, c, xs.back().data(), pos, cache, s, ref.data(), nullptr);
       mla_attention_absorbed(L.w, k.m, c, xs.back().data(), pos, cache, s, abs.data(), nullptr);
-      EXPECT_LE(max_rel_diff(ref, want), 2e-5);
-      EXPECT_LE(max_rel_diff(abs, want), 2e-5);
+      EXPECT_LE(max_rel_diff(ref, want), activation_tolerance(k.type, 2e-5));
+      EXPECT_LE(max_rel_diff(abs, want), activation_tolerance(k.type, 2e-5));
     }
   }
 }

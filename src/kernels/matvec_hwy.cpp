@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kernels/ops.h"
+#include "kernels/quantized_dot.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace wren::kernels::HWY_NAMESPACE {
@@ -119,32 +120,6 @@ float DotQ4(const uint8_t* q, const F16* scales, const float* x, int64_t n, int 
   return Sum(total) + total_tail;
 }
 
-// The q4 dot with x split once per matvec into even columns xe and odd columns xo, so that
-// the rows' low and high nibbles meet contiguous x without a shuffle per step.
-float DotQ4Split(const uint8_t* q, const F16* scales, const float* xe, const float* xo, int64_t n,
-                 int group) {
-  const DF d;
-  const int64_t N = int64_t(hn::Lanes(d));
-  VF total = hn::Zero(d);
-  float total_tail = 0;
-  for (int64_t g0 = 0, g = 0; g0 < n; g0 += group, ++g) {
-    VF acc = hn::Zero(d);
-    int64_t i = g0 / 2;  // byte = pair of columns
-    const int64_t end = (g0 + group) / 2;
-    for (; i + N <= end; i += N) {
-      VF we, wo;
-      LoadQ4(q + i, we, wo);
-      acc = hn::MulAdd(wo, hn::LoadU(d, xo + i), hn::MulAdd(we, hn::LoadU(d, xe + i), acc));
-    }
-    float tail = 0;
-    for (; i < end; ++i) tail += float((q[i] & 0xF) - 8) * xe[i] + float((q[i] >> 4) - 8) * xo[i];
-    const float s = f16_to_f32(scales[g]);
-    total = hn::MulAdd(acc, hn::Set(d, s), total);
-    total_tail += s * tail;
-  }
-  return Sum(total) + total_tail;
-}
-
 float DotRow(const MatrixView& w, int64_t r, const float* x) {
   switch (w.type) {
     case DType::f32: return DotF32(w.f32_row(r), x, w.cols);
@@ -156,15 +131,11 @@ float DotRow(const MatrixView& w, int64_t r, const float* x) {
   return 0;
 }
 
-// y[r] = W[r,:] . x, or y[r] += alpha W[r,:] . x, for r in [r0, r1). For q4, x_split
-// holds x's even columns then its odd columns.
-void MatvecRange(const MatrixView& w, const float* x, const float* x_split, float alpha,
-                 bool accumulate, float* y, int64_t r0, int64_t r1) {
-  const int64_t half = w.cols / 2;
+// y[r] = W[r,:] . x, or y[r] += alpha W[r,:] . x, for r in [r0, r1) of an f32 / bf16 W.
+void MatvecRange(const MatrixView& w, const float* x, float alpha, bool accumulate, float* y,
+                 int64_t r0, int64_t r1) {
   for (int64_t r = r0; r < r1; ++r) {
-    const float v = w.type == DType::q4
-                        ? DotQ4Split(w.q4_row(r), w.row_scales(r), x_split, x_split + half, w.cols, w.group)
-                        : DotRow(w, r, x);
+    const float v = DotRow(w, r, x);
     y[r] = accumulate ? y[r] + alpha * v : v;
   }
 }
@@ -178,7 +149,9 @@ void Axpy(float a, const float* x, int64_t n, float* y) {
   for (; i < n; ++i) y[i] += a * x[i];
 }
 
-// y[c0:c1) += sum_i coeffs[i] W[rows[i], c0:c1). For q8/q4, c0 and c1 are group bounds.
+// y[c0:c1) += sum_i coeffs[i] W[rows[i], c0:c1). For q8/q4, c0 and c1 are group bounds and
+// each group is one f32 axpy: y += (coeff s_g) q, the int8 or nibble values widened in SIMD
+// registers (q4: low nibbles to even columns, high to odd, through interleaved y).
 void AddRowsRange(const MatrixView& w, const int32_t* rows, const float* coeffs, int64_t n_rows,
                   float* y, int64_t c0, int64_t c1) {
   const DF d;
@@ -195,9 +168,9 @@ void AddRowsRange(const MatrixView& w, const int32_t* rows, const float* coeffs,
       for (; i + N <= c1; i += N) hn::StoreU(hn::MulAdd(vc, LoadBF16(p + i), hn::LoadU(d, y + i)), d, y + i);
       for (; i < c1; ++i) y[i] += c * bf16_to_f32(p[i]);
     } else {
-      const F16* scales = w.row_scales(r);
-      for (int64_t g0 = c0; g0 < c1; g0 += w.group) {
-        const float a = c * f16_to_f32(scales[g0 / w.group]);  // coefficient x group scale
+      const F16* scale = w.row_scales(r) + c0 / w.group;  // c0 is a group bound
+      for (int64_t g0 = c0; g0 < c1; g0 += w.group, ++scale) {
+        const float a = c * f16_to_f32(*scale);  // coefficient x group scale
         const VF va = hn::Set(d, a);
         int64_t i = g0;
         if (w.type == DType::q8) {
@@ -290,23 +263,41 @@ constexpr int64_t kRowAlign = 16;
 const char* active_target() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
 
 namespace {
-// Shared by matvec and matvec_add. For q4, x is split into even and odd columns once here
-// (in the caller's thread-local buffer), then read by every row.
+// Rows [r0, r1): f32 / bf16 through Highway; q8 / q4 through the integer path, its dots
+// gathered in blocks on the stack when they are added to y.
+void range(const MatrixView& w, const float* x, const QuantizedActivation* xq, float alpha,
+           bool accumulate, float* y, int64_t r0, int64_t r1) {
+  if (w.type != DType::q8 && w.type != DType::q4) {
+    HWY_DYNAMIC_DISPATCH(MatvecRange)(w, x, alpha, accumulate, y, r0, r1);
+    return;
+  }
+  if (!xq) throw KernelError(std::string("matvec_range: a ") + to_string(w.type) + " matrix needs the quantised activation");
+  if (!accumulate) {
+    quantized::dot_rows(w, *xq, r0, r1, y + r0);
+    return;
+  }
+  constexpr int64_t kBlock = 64;
+  float dots[kBlock];
+  for (int64_t b = r0; b < r1; b += kBlock) {
+    const int64_t e = std::min(r1, b + kBlock);
+    quantized::dot_rows(w, *xq, b, e, dots);
+    for (int64_t r = b; r < e; ++r) y[r] += alpha * dots[r - b];
+  }
+}
+
+// Shared by matvec and matvec_add: x is quantised once (q8 / q4) into the caller's
+// thread-local activation, then read by every row on every thread.
 void matvec_rows(const MatrixView& w, const float* x, float alpha, bool accumulate, float* y,
                  ThreadPool* pool) {
-  const float* x_split = nullptr;
-  if (w.type == DType::q4) {
-    thread_local std::vector<float> split;  // grown once per thread
-    if (split.size() < size_t(w.cols)) split.resize(size_t(w.cols));
-    for (int64_t j = 0; j < w.cols / 2; ++j) {
-      split[size_t(j)] = x[2 * j];
-      split[size_t(w.cols / 2 + j)] = x[2 * j + 1];
-    }
-    x_split = split.data();
+  const QuantizedActivation* xq = nullptr;
+  if (w.type == DType::q8 || w.type == DType::q4) {
+    thread_local QuantizedActivation scratch;  // grown once per thread
+    quantize_activation(x, w.cols, w.group, scratch);
+    xq = &scratch;
   }
   if (w.rows * w.cols < kMinParallelWork) pool = nullptr;
   parallel_rows(pool, w.rows, kRowAlign, [&](int64_t r0, int64_t r1) {
-    HWY_DYNAMIC_DISPATCH(MatvecRange)(w, x, x_split, alpha, accumulate, y, r0, r1);
+    range(w, x, xq, alpha, accumulate, y, r0, r1);
   });
 }
 }  // namespace
@@ -317,6 +308,16 @@ void matvec(const MatrixView& w, const float* x, float* y, ThreadPool* pool) {
 
 void matvec_add(const MatrixView& w, const float* x, float alpha, float* y, ThreadPool* pool) {
   matvec_rows(w, x, alpha, true, y, pool);
+}
+
+void matvec_range(const MatrixView& w, const float* x, const QuantizedActivation* xq, float* y,
+                  int64_t r0, int64_t r1) {
+  range(w, x, xq, 1.0f, false, y, r0, r1);
+}
+
+void matvec_add_range(const MatrixView& w, const float* x, const QuantizedActivation* xq,
+                      float alpha, float* y, int64_t r0, int64_t r1) {
+  range(w, x, xq, alpha, true, y, r0, r1);
 }
 
 float dot_row(const MatrixView& w, int64_t row, const float* x) {

@@ -26,7 +26,7 @@ void matvec(const MatrixView& w, const float* x, float* y, ThreadPool* pool = nu
 // y[r] += alpha * W[r,:] . x (an expert's output weighted by its gate).
 void matvec_add(const MatrixView& w, const float* x, float alpha, float* y,
                 ThreadPool* pool = nullptr);
-// W[row,:] . x
+// W[row,:] . x, in f32 for every type (x is not quantised: one row does not repay it).
 float dot_row(const MatrixView& w, int64_t row, const float* x);
 // y[0:cols) += sum_i coeffs[i] * W[rows[i], :], the rows taken in list order. Reads only the
 // listed rows: the ReLU^2 down projection stored one row per neuron (dead_neuron_skip), or
@@ -38,6 +38,50 @@ void add_rows(const MatrixView& w, const int32_t* rows, const float* coeffs, int
 // whole tile while it sits in L1.
 void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
             ThreadPool* pool = nullptr);
+
+// ---- Integer products: q8 / q4 weights times an 8-bit activation ----------------------
+//
+// matvec and matvec_add above quantise x once per call and use these. A caller that runs
+// its own parallel region (several matrices sharing x, row ranges per thread) quantises x
+// once with quantize_activation and calls the *_range functions from each thread.
+//
+// x is cut into groups of G = the weight's group; per group
+//   s_g = max_{i in g} |x_i| / 127,   q_i = round_half_even(x_i / s_g)   (s_g = 0: q = 0),
+// so |x_i - s_g q_i| <= s_g / 2, and a row of q8 / q4 weights (scales s_w, values q_w) is
+//   W[r,:] . x  ~  sum_g s_w[r,g] s_g sum_{i in g} q_w[r,i] q_i,
+// the inner sum exact in int32 and f32 only for the per-group scale product. A non-finite
+// x_i makes its group's s_g NaN, so the affected dots are NaN as in f32.
+struct QuantizedActivation {
+  int64_t n = 0;                // values
+  int group = 0;                // G; n % G == 0
+  std::vector<int8_t> q;        // [n] q_i
+  // [n] q in the order of q4 weight nibbles: each block of 32 columns as its 16 even then
+  // its 16 odd columns (low nibbles then high nibbles of 16 bytes). Filled when G % 32 == 0.
+  std::vector<int8_t> q_nibble_order;
+  std::vector<float> scales;    // [n / G] s_g
+  // [n / G] sum_{i in g} q_i. q4 stores v + 8, so sum (v + 8) q = sum v q + 8 sums_g.
+  std::vector<int32_t> sums;
+};
+// Buffers grow to the largest n seen and are then reused: no allocation per call after the
+// first. Throws KernelError if G does not divide n.
+void quantize_activation(const float* x, int64_t n, int group, QuantizedActivation& out);
+
+// Single-threaded row range [r0, r1): y[r] = W[r,:] . x. q8 / q4 weights use xq (its
+// group must equal w.group and its n w.cols; KernelError otherwise); f32 / bf16 use x.
+void matvec_range(const MatrixView& w, const float* x, const QuantizedActivation* xq, float* y,
+                  int64_t r0, int64_t r1);
+// y[r] += alpha * W[r,:] . x for r in [r0, r1), inputs as matvec_range.
+void matvec_add_range(const MatrixView& w, const float* x, const QuantizedActivation* xq,
+                      float alpha, float* y, int64_t r0, int64_t r1);
+
+// The integer dot-product path in use ("avx512vnni", "avxvnni", "avx2", "neon-dotprod",
+// "neon", "scalar"), chosen at run time from the CPU's features, best first.
+const char* active_int8_path();
+// Every path compiled in that this CPU can run, best first ("scalar" always last).
+std::vector<const char*> supported_int8_paths();
+// Forces a path by name (tests and benchmarks); nullptr restores the automatic choice.
+// Throws KernelError for an unknown or unsupported name.
+void set_int8_path(const char* name);
 
 // ---- Vector primitives --------------------------------------------------------------
 

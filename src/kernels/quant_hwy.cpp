@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/quantized_dot.h"
 #include "kernels/types.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -36,26 +37,49 @@ float MaxAbs(const float* x, int64_t n) {
   return f == 0 ? r : NAN;
 }
 
-void QuantizeQ8Row(const float* x, int64_t n, int group, int8_t* q, F16* scales) {
+// q = round_half_even(x / s) for one group of int8 values (|x / s| <= 127 by the choice of
+// s; s = 0 or NaN: q = 0); returns the sum of q.
+int32_t QuantizeGroupQ8(const float* xg, int group, float s, int8_t* qg) {
+  if (!(s > 0)) {
+    std::fill(qg, qg + group, int8_t(0));
+    return 0;
+  }
   const hn::ScalableTag<float> d;
   const hn::RebindToSigned<decltype(d)> di;
   const hn::Rebind<int8_t, decltype(d)> d8;
-  const int64_t N = int64_t(hn::Lanes(d));
+  const int N = int(hn::Lanes(d));
+  const auto vs = hn::Set(d, s);
+  auto vsum = hn::Zero(di);
+  int i = 0;
+  for (; i + N <= group; i += N) {
+    const auto v = hn::ConvertTo(di, hn::Round(hn::Div(hn::LoadU(d, xg + i), vs)));
+    vsum = hn::Add(vsum, v);
+    hn::StoreU(hn::DemoteTo(d8, v), d8, qg + i);
+  }
+  int32_t sum = hn::GetLane(hn::SumOfLanes(di, vsum));
+  for (; i < group; ++i) {
+    qg[i] = int8_t(std::clamp(std::nearbyint(xg[i] / s), -127.0f, 127.0f));
+    sum += qg[i];
+  }
+  return sum;
+}
+
+void QuantizeQ8Row(const float* x, int64_t n, int group, int8_t* q, F16* scales) {
   for (int64_t g = 0; g < n / group; ++g) {
     const float* xg = x + g * group;
-    int8_t* qg = q + g * group;
-    const float s = group_scale(MaxAbs(xg, group), 127.0f, &scales[g]);
-    if (s == 0) {
-      std::fill(qg, qg + group, int8_t(0));
-      continue;
-    }
-    const auto vs = hn::Set(d, s);
-    int64_t i = 0;
-    for (; i + N <= group; i += N) {
-      const auto v = hn::Round(hn::Div(hn::LoadU(d, xg + i), vs));
-      hn::StoreU(hn::DemoteTo(d8, hn::ConvertTo(di, v)), d8, qg + i);  // |v| <= 127
-    }
-    for (; i < group; ++i) qg[i] = int8_t(std::clamp(std::nearbyint(xg[i] / s), -127.0f, 127.0f));
+    QuantizeGroupQ8(xg, group, group_scale(MaxAbs(xg, group), 127.0f, &scales[g]), q + g * group);
+  }
+}
+
+// The activation's groups (ops.h QuantizedActivation): s = max|x| / 127 in f32, unrounded,
+// q = round_half_even(x / s), and the group's sum of q. A non-finite x gives s = NaN, q = 0
+// (the group's products are NaN through s).
+void QuantizeActivationGroups(const float* x, int64_t n, int group, int8_t* q, float* scales,
+                              int32_t* sums) {
+  for (int64_t g = 0; g < n / group; ++g) {
+    const float* xg = x + g * group;
+    scales[g] = MaxAbs(xg, group) / 127.0f;
+    sums[g] = QuantizeGroupQ8(xg, group, scales[g], q + g * group);
   }
 }
 
@@ -177,6 +201,7 @@ HWY_AFTER_NAMESPACE();
 namespace wren::kernels {
 
 HWY_EXPORT(QuantizeQ8Row);
+HWY_EXPORT(QuantizeActivationGroups);
 HWY_EXPORT(DequantizeQ8Row);
 HWY_EXPORT(QuantizeQ4Row);
 HWY_EXPORT(DequantizeQ4Row);
@@ -186,6 +211,10 @@ HWY_EXPORT(BF16ToF32Row);
 void quantize_q8_row(const float* x, int64_t n, int group, int8_t* q, F16* scales) {
   check_groups("quantize_q8_row", n, group, false);
   HWY_DYNAMIC_DISPATCH(QuantizeQ8Row)(x, n, group, q, scales);
+}
+void quantized::quantize_activation_groups(const float* x, int64_t n, int group, int8_t* q,
+                                           float* scales, int32_t* sums) {
+  HWY_DYNAMIC_DISPATCH(QuantizeActivationGroups)(x, n, group, q, scales, sums);
 }
 void dequantize_q8_row(const int8_t* q, const F16* scales, int64_t n, int group, float* out) {
   check_groups("dequantize_q8_row", n, group, false);

@@ -91,6 +91,13 @@ float dot_row(const MatrixView& w, int64_t row, const float* x) {
   return float(s);
 }
 
+double dot_row_quantized(const MatrixView& w, int64_t row, const QuantizedActivation& xq) {
+  double s = 0;
+  for (int64_t c = 0; c < w.cols; ++c)
+    s += double(weight(w, row, c)) * double(xq.scales[size_t(c / xq.group)]) * xq.q[size_t(c)];
+  return s;
+}
+
 void matvec(const MatrixView& w, const float* x, float* y) {
   for (int64_t r = 0; r < w.rows; ++r) y[r] = ref::dot_row(w, r, x);
 }

@@ -22,6 +22,9 @@ float weight(const MatrixView& w, int64_t r, int64_t c);  // W[r, c] as f32
 void matvec(const MatrixView& w, const float* x, float* y);
 void matvec_add(const MatrixView& w, const float* x, float alpha, float* y);
 float dot_row(const MatrixView& w, int64_t row, const float* x);
+// W[row,:] . (the activation xq stands for), summed in double from the decoded weights:
+// sum_c W[row,c] s_x[c / G] q_x[c]. The oracle of the integer paths (quantized_dot.h).
+double dot_row_quantized(const MatrixView& w, int64_t row, const QuantizedActivation& xq);
 void add_rows(const MatrixView& w, const int32_t* rows, const float* coeffs, int64_t n_rows,
               float* y);
 void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y);

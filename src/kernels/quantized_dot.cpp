@@ -1,0 +1,152 @@
+// kernels/: activation quantisation, the plain integer dot path, and the run-time choice of
+// the SIMD path (quantized_dot.h).
+#include "kernels/quantized_dot.h"
+
+#include <atomic>
+#include <cmath>
+#include <string>
+
+namespace wren::kernels {
+
+// Per group (in SIMD, quant_hwy.cpp): s = max|x| / 127, q = round_half_even(x / s), and the
+// sum of q, which serves q4's +8 offset. The nibble order serves the q4 SIMD paths, which
+// unpack 16 bytes into 16 low nibbles (even columns) and 16 high nibbles (odd columns) and
+// meet x in the same order.
+void quantize_activation(const float* x, int64_t n, int group, QuantizedActivation& out) {
+  if (group <= 0 || n <= 0 || n % group != 0)
+    throw KernelError("quantize_activation: group size " + std::to_string(group) +
+                      " must be positive and divide the length " + std::to_string(n));
+  const int64_t groups = n / group;
+  out.n = n;
+  out.group = group;
+  if (out.q.size() < size_t(n)) out.q.resize(size_t(n));
+  if (out.scales.size() < size_t(groups)) out.scales.resize(size_t(groups));
+  if (out.sums.size() < size_t(groups)) out.sums.resize(size_t(groups));
+  quantized::quantize_activation_groups(x, n, group, out.q.data(), out.scales.data(),
+                                        out.sums.data());
+  if (group % 32 == 0) {
+    if (out.q_nibble_order.size() < size_t(n)) out.q_nibble_order.resize(size_t(n));
+    for (int64_t b = 0; b < n; b += 32)
+      for (int j = 0; j < 16; ++j) {
+        out.q_nibble_order[size_t(b + j)] = out.q[size_t(b + 2 * j)];
+        out.q_nibble_order[size_t(b + 16 + j)] = out.q[size_t(b + 2 * j + 1)];
+      }
+  }
+}
+
+namespace quantized {
+
+void q8_rows_scalar(const MatrixView& w, const QuantizedActivation& xq, int64_t r0, int64_t r1,
+                    float* out) {
+  const int G = w.group;
+  for (int64_t r = r0; r < r1; ++r) {
+    const int8_t* qw = w.q8_row(r);
+    const F16* sw = w.row_scales(r);
+    float acc = 0;
+    for (int64_t g = 0; g < w.groups(); ++g) {
+      int32_t isum = 0;
+      for (int i = 0; i < G; ++i) isum += int32_t(qw[g * G + i]) * xq.q[size_t(g * G + i)];
+      acc += f16_to_f32(sw[g]) * xq.scales[size_t(g)] * float(isum);
+    }
+    out[r - r0] = acc;
+  }
+}
+
+void q4_rows_scalar(const MatrixView& w, const QuantizedActivation& xq, int64_t r0, int64_t r1,
+                    float* out) {
+  const int G = w.group;
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* qw = w.q4_row(r);
+    const F16* sw = w.row_scales(r);
+    float acc = 0;
+    for (int64_t g = 0; g < w.groups(); ++g) {
+      int32_t isum = 0;  // sum (v + 8) q over the group's G / 2 bytes
+      for (int j = 0; j < G / 2; ++j) {
+        const uint8_t b = qw[g * G / 2 + j];
+        isum += int32_t(b & 0xF) * xq.q[size_t(g * G + 2 * j)] +
+                int32_t(b >> 4) * xq.q[size_t(g * G + 2 * j + 1)];
+      }
+      isum -= 8 * xq.sums[size_t(g)];
+      acc += f16_to_f32(sw[g]) * xq.scales[size_t(g)] * float(isum);
+    }
+    out[r - r0] = acc;
+  }
+}
+
+#if !defined(__x86_64__) && !defined(__aarch64__)
+PathList arch_paths() { return {nullptr, 0}; }  // no SIMD path for this CPU: scalar only
+#endif
+
+namespace {
+
+bool always() { return true; }
+constexpr Path kScalar{"scalar", always, q8_rows_scalar, q4_rows_scalar};
+
+// The best supported path, or the one set_int8_path forced.
+const Path* best_path() {
+  const PathList arch = arch_paths();
+  for (int i = 0; i < arch.count; ++i)
+    if (arch.paths[i].supported()) return &arch.paths[i];
+  return &kScalar;
+}
+std::atomic<const Path*> g_active{nullptr};
+
+const Path& active() {
+  const Path* p = g_active.load(std::memory_order_acquire);
+  if (!p) {
+    p = best_path();
+    g_active.store(p, std::memory_order_release);
+  }
+  return *p;
+}
+
+}  // namespace
+
+void dot_rows(const MatrixView& w, const QuantizedActivation& xq, int64_t r0, int64_t r1,
+              float* out) {
+  if (xq.group != w.group || xq.n != w.cols)
+    throw KernelError("matvec_range: activation quantised with n " + std::to_string(xq.n) +
+                      ", group " + std::to_string(xq.group) + " for a " + to_string(w.type) +
+                      " matrix of " + std::to_string(w.cols) + " columns, group " +
+                      std::to_string(w.group));
+  const Path& p = active();
+  if (w.type == DType::q8) p.q8(w, xq, r0, r1, out);
+  else if (w.type == DType::q4) p.q4(w, xq, r0, r1, out);
+  else throw KernelError(std::string("quantized dot: not a q8 / q4 matrix: ") + to_string(w.type));
+}
+
+}  // namespace quantized
+
+const char* active_int8_path() { return quantized::active().name; }
+
+std::vector<const char*> supported_int8_paths() {
+  std::vector<const char*> names;
+  const quantized::PathList arch = quantized::arch_paths();
+  for (int i = 0; i < arch.count; ++i)
+    if (arch.paths[i].supported()) names.push_back(arch.paths[i].name);
+  names.push_back(quantized::kScalar.name);
+  return names;
+}
+
+void set_int8_path(const char* name) {
+  using namespace quantized;
+  if (!name) {
+    g_active.store(best_path());
+    return;
+  }
+  const PathList arch = arch_paths();
+  for (int i = 0; i < arch.count; ++i)
+    if (std::string(arch.paths[i].name) == name) {
+      if (!arch.paths[i].supported())
+        throw KernelError(std::string("set_int8_path: this CPU cannot run '") + name + "'");
+      g_active.store(&arch.paths[i]);
+      return;
+    }
+  if (std::string(name) == kScalar.name) {
+    g_active.store(&kScalar);
+    return;
+  }
+  throw KernelError(std::string("set_int8_path: unknown path '") + name + "'");
+}
+
+}  // namespace wren::kernels

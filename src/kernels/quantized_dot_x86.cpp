@@ -1,0 +1,64 @@
+// kernels/: the x86 integer dot paths of quantized_dot.h: AVX-512 VNNI and AVX-VNNI (one
+// vpdpbusd per 32 bytes) and AVX2 (vpmaddubsw + vpmaddwd). All three run the same body,
+// quantized_dot_x86_body.h, on 256-bit registers, each compiled for its instruction set
+// by `#pragma GCC target` and chosen at run time from CPUID (__builtin_cpu_supports).
+#include "kernels/quantized_dot.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include <algorithm>
+
+namespace wren::kernels::quantized {
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+namespace avx2 {
+// acc + sum of four u8 x s8 products per lane: pairs to int16 (at most 2 * 127 * 127, no
+// saturation), then pairs of int16 to int32.
+inline __m256i dot_u8s8(__m256i acc, __m256i a, __m256i b) {
+  const __m256i pairs = _mm256_maddubs_epi16(a, b);
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+}
+#include "kernels/quantized_dot_x86_body.h"
+}  // namespace avx2
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")
+namespace avx512vnni {
+inline __m256i dot_u8s8(__m256i acc, __m256i a, __m256i b) { return _mm256_dpbusd_epi32(acc, a, b); }
+#include "kernels/quantized_dot_x86_body.h"
+}  // namespace avx512vnni
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c,avxvnni")
+namespace avxvnni {
+inline __m256i dot_u8s8(__m256i acc, __m256i a, __m256i b) { return _mm256_dpbusd_avx_epi32(acc, a, b); }
+#include "kernels/quantized_dot_x86_body.h"
+}  // namespace avxvnni
+#pragma GCC pop_options
+
+namespace {
+bool has_avx2() {
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+         __builtin_cpu_supports("f16c");
+}
+bool has_avx512vnni() {
+  return has_avx2() && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vnni");
+}
+bool has_avxvnni() { return has_avx2() && __builtin_cpu_supports("avxvnni"); }
+
+const Path kPaths[] = {
+    {"avx512vnni", has_avx512vnni, avx512vnni::q8_rows, avx512vnni::q4_rows},
+    {"avxvnni", has_avxvnni, avxvnni::q8_rows, avxvnni::q4_rows},
+    {"avx2", has_avx2, avx2::q8_rows, avx2::q4_rows},
+};
+}  // namespace
+
+PathList arch_paths() { return {kPaths, int(std::size(kPaths))}; }
+
+}  // namespace wren::kernels::quantized
+#endif  // __x86_64__

@@ -1,0 +1,125 @@
+// kernels/: the body of the x86 integer dot paths (quantized_dot_x86.cpp includes it once
+// per instruction set, inside that set's `#pragma GCC target`, after defining
+//   __m256i dot_u8s8(__m256i acc, __m256i a, __m256i b)
+// = acc + per int32 lane the sum of four products a_k b_k, a unsigned and b signed bytes:
+// maddubs + madd on AVX2, one dpbusd with VNNI). Not a header to include elsewhere.
+//
+// One 256-bit register holds the 32 int8 activations of one 32-column block. Rows are
+// taken kRows at a time so each activation load serves kRows weight rows; the int32 sums
+// of a group are scaled once, f32 only for s_w s_x:
+//   out[r] = sum_g (s_w[r,g] s_x[g]) sum_{i in g} q_w[r,i] q_x[i].
+// q8: q_w is signed, so a = |q_w| and b = sign(q_w) q_x (the same products).
+// q4: a = the nibbles v + 8 as bytes (16 low nibbles = even columns, then 16 high nibbles =
+// odd columns of the block, met by x in QuantizedActivation::q_nibble_order), and the
+// offset is removed exactly in int32: sum (v + 8) q_x - 8 sum q_x.
+
+constexpr int kRows = 4;
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// d[k] = s_w[g + k] s_x[g + k] for k < n <= 8, the f16 scales widened by F16C; eight at a
+// time, so a group's scale costs one broadcast load in the loop below.
+inline void scale_products(const F16* sw, const float* sx, int64_t n, float* d) {
+  if (n == 8) {
+    const __m256 w = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sw)));
+    _mm256_storeu_ps(d, _mm256_mul_ps(w, _mm256_loadu_ps(sx)));
+    return;
+  }
+  for (int64_t k = 0; k < n; ++k) d[k] = _cvtsh_ss(sw[k].bits) * sx[k];
+}
+
+// The 32 nibbles of 16 bytes as bytes: low nibbles in the low 128 bits, high in the high.
+inline __m256i unpack_nibbles(const uint8_t* p) {
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m256i both = _mm256_set_m128i(_mm_srli_epi16(b, 4), b);
+  return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+}
+
+// The int32 sums of one group for R rows: q8 (a = |q_w|, b = sign(q_w) q_x).
+template <int R>
+inline void q8_group(const int8_t* const* row, const int8_t* x, int G, __m256i* isum) {
+  WREN_UNROLL for (int j = 0; j < R; ++j) isum[j] = _mm256_setzero_si256();
+  for (int c = 0; c < G; c += 32) {
+    const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + c));
+    WREN_UNROLL for (int j = 0; j < R; ++j) {
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row[j] + c));
+      isum[j] = dot_u8s8(isum[j], _mm256_abs_epi8(q), _mm256_sign_epi8(xv, q));
+    }
+  }
+}
+
+// q4 (a = the nibbles v + 8, b = q_x in nibble order); lane 0 starts at -8 sum q_x, which
+// removes the offset exactly.
+template <int R>
+inline void q4_group(const uint8_t* const* row, const int8_t* x, int G, int32_t sum_x,
+                     __m256i* isum) {
+  const __m256i offset = _mm256_setr_epi32(-8 * sum_x, 0, 0, 0, 0, 0, 0, 0);
+  WREN_UNROLL for (int j = 0; j < R; ++j) isum[j] = offset;
+  for (int c = 0; c < G; c += 32) {
+    const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + c));
+    WREN_UNROLL for (int j = 0; j < R; ++j) isum[j] = dot_u8s8(isum[j], unpack_nibbles(row[j] + c / 2), xv);
+  }
+}
+
+// out[j] = W[r + j,:] . x for j < R: per group the R int32 sums, scaled by s_w s_x and
+// accumulated in f32 lanes, which are summed once at the end.
+template <int R, bool kQ4>
+void rows_block(const MatrixView& w, const QuantizedActivation& xq, int64_t r, float* out) {
+  const int G = w.group;
+  const int64_t groups = w.groups();
+  const int8_t* q8_row[R];
+  const uint8_t* q4_row[R];
+  const F16* sw[R];
+  WREN_UNROLL for (int j = 0; j < R; ++j) {
+    if constexpr (kQ4) q4_row[j] = w.q4_row(r + j);
+    else q8_row[j] = w.q8_row(r + j);
+    sw[j] = w.row_scales(r + j);
+  }
+  const int8_t* x = kQ4 ? xq.q_nibble_order.data() : xq.q.data();
+  __m256 acc[R];
+  WREN_UNROLL for (int j = 0; j < R; ++j) acc[j] = _mm256_setzero_ps();
+  for (int64_t g8 = 0; g8 < groups; g8 += 8) {
+    const int64_t n = std::min<int64_t>(8, groups - g8);
+    float d[R][8];
+    WREN_UNROLL for (int j = 0; j < R; ++j) scale_products(sw[j] + g8, xq.scales.data() + g8, n, d[j]);
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t g = g8 + k, c = g * G;
+      __m256i isum[R];
+      if constexpr (kQ4) {
+        const uint8_t* rows[R];
+        WREN_UNROLL for (int j = 0; j < R; ++j) rows[j] = q4_row[j] + c / 2;
+        q4_group<R>(rows, x + c, G, xq.sums[size_t(g)], isum);
+      } else {
+        const int8_t* rows[R];
+        WREN_UNROLL for (int j = 0; j < R; ++j) rows[j] = q8_row[j] + c;
+        q8_group<R>(rows, x + c, G, isum);
+      }
+      WREN_UNROLL for (int j = 0; j < R; ++j)
+        acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j]), _mm256_broadcast_ss(&d[j][k]), acc[j]);
+    }
+  }
+  WREN_UNROLL for (int j = 0; j < R; ++j) out[j] = hsum(acc[j]);
+}
+
+// Rows [r0, r1): blocks of kRows, then the rest one at a time. Groups that are not whole
+// 32-column blocks go to the plain path.
+void q8_rows(const MatrixView& w, const QuantizedActivation& xq, int64_t r0, int64_t r1,
+             float* out) {
+  if (w.group % 32 != 0) return q8_rows_scalar(w, xq, r0, r1, out);
+  int64_t r = r0;
+  for (; r + kRows <= r1; r += kRows) rows_block<kRows, false>(w, xq, r, out + (r - r0));
+  for (; r < r1; ++r) rows_block<1, false>(w, xq, r, out + (r - r0));
+}
+
+void q4_rows(const MatrixView& w, const QuantizedActivation& xq, int64_t r0, int64_t r1,
+             float* out) {
+  if (w.group % 32 != 0) return q4_rows_scalar(w, xq, r0, r1, out);
+  int64_t r = r0;
+  for (; r + kRows <= r1; r += kRows) rows_block<kRows, true>(w, xq, r, out + (r - r0));
+  for (; r < r1; ++r) rows_block<1, true>(w, xq, r, out + (r - r0));
+}

@@ -1,0 +1,247 @@
+// Tests of the integer products (ops.h "Integer products"): activation quantisation against
+// its definition, every integer dot path this CPU runs (forced through set_int8_path)
+// against a double-precision sum of the same quantised values, the quantisation error
+// against the f32 product, and the row-range entry points.
+//
+// Tolerances. The int32 sum of a group is exact on every path; what remains is f32
+// rounding of the scale products s_w s_x isum_g and of their sum over groups, at most
+// (groups + 16) f32 ulps of A = sum_i |s_w s_x q_w q_x| (16 covers the lane reduction).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+
+#include "kernels/ops.h"
+#include "kernels/reference.h"
+
+namespace wren::kernels {
+namespace {
+
+std::vector<float> randn(int64_t n, std::mt19937& rng, float scale = 1.0f) {
+  std::normal_distribution<float> nd(0, scale);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = nd(rng);
+  return v;
+}
+
+// Runs f once per integer path this CPU supports, checking the dispatcher switched.
+template <class F>
+void for_each_int8_path(const F& f) {
+  for (const char* path : supported_int8_paths()) {
+    set_int8_path(path);
+    SCOPED_TRACE(path);
+    ASSERT_STREQ(active_int8_path(), path);
+    f();
+  }
+  set_int8_path(nullptr);
+}
+
+// sum_c |W[r,c] s_x q_x[c]|: the scale of the f32 rounding of a quantised row dot.
+double abs_quantized_dot(const MatrixView& w, int64_t r, const QuantizedActivation& xq) {
+  double s = 0;
+  for (int64_t c = 0; c < w.cols; ++c)
+    s += std::fabs(double(ref::weight(w, r, c)) * xq.scales[size_t(c / xq.group)] * xq.q[size_t(c)]);
+  return s;
+}
+double quantized_tolerance(const MatrixView& w, int64_t r, const QuantizedActivation& xq) {
+  return double(w.groups() + 16) * 0x1p-24 * abs_quantized_dot(w, r, xq) + 1e-30;
+}
+
+struct Shape {
+  DType type;
+  int64_t rows, cols;
+  int group;
+};
+std::string name(const Shape& s) {
+  return std::string(to_string(s.type)) + " " + std::to_string(s.rows) + "x" +
+         std::to_string(s.cols) + " G " + std::to_string(s.group);
+}
+// Odd row counts (remainders of the multi-row blocks), groups that are and are not a
+// multiple of the 32-column SIMD block (20, 48: the scalar fallback), several groups per
+// row and one long row.
+std::vector<Shape> shapes() {
+  std::vector<Shape> out;
+  for (DType t : {DType::q8, DType::q4}) {
+    for (int group : {32, 64, 128, 96, 20, 48})
+      for (int64_t mult : {1, 3, 7})
+        for (int64_t rows : {1, 5, 13}) out.push_back({t, rows, group * mult, group});
+    out.push_back({t, 9, 4096, 32});
+    out.push_back({t, 4, 2048, 128});
+  }
+  return out;
+}
+
+TEST(KernelsQuantizeActivation, FollowsItsDefinition) {
+  std::mt19937 rng(31);
+  QuantizedActivation xq;
+  for (int group : {32, 20, 128})
+    for (int64_t n : {int64_t(group), int64_t(group) * 5}) {
+      SCOPED_TRACE("G " + std::to_string(group) + " n " + std::to_string(n));
+      auto x = randn(n, rng, 3.0f);
+      std::fill(x.begin(), x.begin() + group, 0.0f);  // an all-zero group: s = 0, q = 0
+      if (n > group) x[size_t(group + 3)] = -40.0f;   // one group dominated by one value
+      quantize_activation(x.data(), n, group, xq);
+      ASSERT_EQ(xq.n, n);
+      ASSERT_EQ(xq.group, group);
+      for (int64_t g = 0; g < n / group; ++g) {
+        float max_abs = 0;
+        int32_t sum = 0;
+        for (int i = 0; i < group; ++i) max_abs = std::max(max_abs, std::fabs(x[size_t(g * group + i)]));
+        const float s = xq.scales[size_t(g)];
+        EXPECT_EQ(s, max_abs / 127.0f) << "group " << g;
+        for (int i = 0; i < group; ++i) {
+          const int64_t c = g * group + i;
+          const int q = xq.q[size_t(c)];
+          sum += q;
+          ASSERT_LE(std::abs(q), 127);
+          ASSERT_LE(std::fabs(x[size_t(c)] - s * float(q)), 0.5f * s * (1 + 1e-6f)) << "col " << c;
+          if (s > 0) {
+            ASSERT_EQ(q, int(std::nearbyint(x[size_t(c)] / s))) << "col " << c;
+          }
+        }
+        EXPECT_EQ(xq.sums[size_t(g)], sum) << "group " << g;
+      }
+      EXPECT_EQ(xq.scales[0], 0.0f);
+      if (group % 32 == 0) {  // 16 even then 16 odd columns of each 32-column block
+        for (int64_t c = 0; c < n; ++c) {
+          const int64_t b = c / 32 * 32, j = c % 32;
+          const int64_t from = j < 16 ? b + 2 * j : b + 2 * (j - 16) + 1;
+          ASSERT_EQ(xq.q_nibble_order[size_t(c)], xq.q[size_t(from)]) << "col " << c;
+        }
+      }
+    }
+}
+
+TEST(KernelsQuantizeActivation, ReusesItsBuffersAndRejectsBadGroups) {
+  std::mt19937 rng(32);
+  const auto x = randn(4096, rng);
+  QuantizedActivation xq;
+  quantize_activation(x.data(), 4096, 32, xq);
+  const int8_t* q = xq.q.data();
+  const float* s = xq.scales.data();
+  quantize_activation(x.data(), 2048, 64, xq);  // smaller: same buffers
+  quantize_activation(x.data(), 4096, 32, xq);
+  EXPECT_EQ(xq.q.data(), q);
+  EXPECT_EQ(xq.scales.data(), s);
+  EXPECT_THROW(quantize_activation(x.data(), 100, 32, xq), KernelError);
+  EXPECT_THROW(quantize_activation(x.data(), 64, 0, xq), KernelError);
+}
+
+TEST(KernelsQuantizeActivation, NonFiniteValuesMakeTheirGroupNaN) {
+  std::vector<float> x(64, 1.0f);
+  x[40] = INFINITY;
+  QuantizedActivation xq;
+  quantize_activation(x.data(), 64, 32, xq);
+  EXPECT_EQ(xq.scales[0], 1.0f / 127.0f);
+  EXPECT_TRUE(std::isnan(xq.scales[1]));
+  const Matrix m = encode_matrix(std::vector<float>(2 * 64, 0.5f).data(), 2, 64, DType::q8, 32);
+  for_each_int8_path([&] {
+    float y[2];
+    matvec_range(m.view(), x.data(), &xq, y, 0, 2);
+    EXPECT_TRUE(std::isnan(y[0]) && std::isnan(y[1]));
+  });
+}
+
+// Every path against the double sum of the same quantised values, on whole matrices and
+// on a row range that starts and ends off the multi-row blocks.
+TEST(KernelsQuantizedDot, EveryPathMatchesTheExactSum) {
+  std::mt19937 rng(33);
+  for (const Shape& sh : shapes()) {
+    SCOPED_TRACE(name(sh));
+    const auto w = randn(sh.rows * sh.cols, rng);
+    const Matrix m = encode_matrix(w.data(), sh.rows, sh.cols, sh.type, sh.group);
+    const MatrixView v = m.view();
+    const auto x = randn(sh.cols, rng);
+    QuantizedActivation xq;
+    quantize_activation(x.data(), sh.cols, sh.group, xq);
+    std::vector<double> exact(size_t(sh.rows));
+    for (int64_t r = 0; r < sh.rows; ++r) exact[size_t(r)] = ref::dot_row_quantized(v, r, xq);
+    for_each_int8_path([&] {
+      std::vector<float> y(size_t(sh.rows), NAN);
+      matvec_range(v, x.data(), &xq, y.data(), 0, sh.rows);
+      for (int64_t r = 0; r < sh.rows; ++r)
+        ASSERT_NEAR(y[size_t(r)], exact[size_t(r)], quantized_tolerance(v, r, xq)) << "row " << r;
+      // Rows [1, rows - 1) only: the others keep their poison.
+      std::vector<float> part(size_t(sh.rows), -7.0f);
+      if (sh.rows > 2) {
+        matvec_range(v, x.data(), &xq, part.data(), 1, sh.rows - 1);
+        EXPECT_EQ(part.front(), -7.0f);
+        EXPECT_EQ(part.back(), -7.0f);
+        for (int64_t r = 1; r < sh.rows - 1; ++r) ASSERT_EQ(part[size_t(r)], y[size_t(r)]) << "row " << r;
+      }
+      // y += alpha W x
+      auto acc = randn(sh.rows, rng);
+      const auto before = acc;
+      matvec_add_range(v, x.data(), &xq, -0.625f, acc.data(), 0, sh.rows);
+      for (int64_t r = 0; r < sh.rows; ++r)
+        ASSERT_NEAR(acc[size_t(r)], before[size_t(r)] - 0.625 * exact[size_t(r)],
+                    0.625 * quantized_tolerance(v, r, xq) + 1e-6 * std::fabs(before[size_t(r)]))
+            << "row " << r;
+    });
+  }
+}
+
+// The error that activation quantisation adds to the f32 product: |x_i - s_g q_i| <= s_g / 2,
+// so |W[r] . x - W[r] . x_q| <= sum_g s_g / 2 sum_{i in g} |W[r,i]| (plus f32 rounding).
+TEST(KernelsQuantizedDot, QuantisationErrorIsBoundedByHalfAStep) {
+  std::mt19937 rng(34);
+  for (DType t : {DType::q8, DType::q4})
+    for (int group : {32, 128}) {
+      const int64_t rows = 33, cols = 8 * group;
+      SCOPED_TRACE(std::string(to_string(t)) + " G " + std::to_string(group));
+      const auto w = randn(rows * cols, rng);
+      const Matrix m = encode_matrix(w.data(), rows, cols, t, group);
+      const MatrixView v = m.view();
+      const auto x = randn(cols, rng);
+      std::vector<float> y(rows);
+      matvec(v, x.data(), y.data());
+      QuantizedActivation xq;
+      quantize_activation(x.data(), cols, group, xq);
+      double worst = 0;
+      for (int64_t r = 0; r < rows; ++r) {
+        double bound = 0, abs_dot = 0;
+        for (int64_t c = 0; c < cols; ++c) {
+          bound += 0.5 * xq.scales[size_t(c / group)] * std::fabs(ref::weight(v, r, c));
+          abs_dot += std::fabs(double(ref::weight(v, r, c)) * x[size_t(c)]);
+        }
+        const double err = std::fabs(double(y[size_t(r)]) - ref::dot_row(v, r, x.data()));
+        ASSERT_LE(err, bound + 1e-5 * abs_dot) << "row " << r;
+        worst = std::max(worst, err / bound);
+      }
+      // The bound is reached only when every rounding error points the same way; random
+      // data lands far inside it, and a kernel that ignored x's scales would not.
+      EXPECT_LT(worst, 0.5);
+    }
+}
+
+TEST(KernelsQuantizedDot, RejectsAMismatchedActivation) {
+  std::mt19937 rng(35);
+  const auto w = randn(4 * 128, rng);
+  const Matrix m = encode_matrix(w.data(), 4, 128, DType::q8, 32);
+  const auto x = randn(128, rng);
+  QuantizedActivation xq;
+  quantize_activation(x.data(), 128, 64, xq);  // group 64 for a group-32 matrix
+  float y[4];
+  EXPECT_THROW(matvec_range(m.view(), x.data(), &xq, y, 0, 4), KernelError);
+  EXPECT_THROW(matvec_range(m.view(), x.data(), nullptr, y, 0, 4), KernelError);
+  quantize_activation(x.data(), 64, 32, xq);  // 64 values for 128 columns
+  EXPECT_THROW(matvec_add_range(m.view(), x.data(), &xq, 1.0f, y, 0, 4), KernelError);
+  EXPECT_THROW(set_int8_path("no-such-path"), KernelError);
+}
+
+TEST(KernelsQuantizedDot, FloatMatricesIgnoreTheQuantisedActivation) {
+  std::mt19937 rng(36);
+  const auto w = randn(7 * 33, rng);
+  const auto x = randn(33, rng);
+  for (DType t : {DType::f32, DType::bf16}) {
+    const Matrix m = encode_matrix(w.data(), 7, 33, t);
+    std::vector<float> y(7), y_ref(7);
+    matvec_range(m.view(), x.data(), nullptr, y.data(), 0, 7);
+    matvec(m.view(), x.data(), y_ref.data());
+    EXPECT_EQ(y, y_ref) << to_string(t);
+  }
+}
+
+}  // namespace
+}  // namespace wren::kernels
