@@ -67,6 +67,7 @@ std::vector<Shape> shapes() {
       for (int64_t mult : {1, 3, 7})
         for (int64_t rows : {1, 5, 13}) out.push_back({t, rows, group * mult, group});
     out.push_back({t, 9, 4096, 32});
+    out.push_back({t, 7, 768, 32});  // G = 32 and groups % 8 == 0: q4's two-groups-per-step loop
     out.push_back({t, 4, 2048, 128});
   }
   return out;

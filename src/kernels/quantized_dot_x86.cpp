@@ -20,6 +20,11 @@ inline __m256i dot_u8s8(__m256i acc, __m256i a, __m256i b) {
   const __m256i pairs = _mm256_maddubs_epi16(a, b);
   return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
 }
+// Nibbles: each int16 is at most 2 * 15 * 127 per pair, so two pairs add in int16 first.
+inline __m256i dot2_u8s8(__m256i acc, __m256i a1, __m256i b1, __m256i a2, __m256i b2) {
+  const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(a1, b1), _mm256_maddubs_epi16(a2, b2));
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+}
 #include "kernels/quantized_dot_x86_body.h"
 }  // namespace avx2
 #pragma GCC pop_options
@@ -28,6 +33,9 @@ inline __m256i dot_u8s8(__m256i acc, __m256i a, __m256i b) {
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")
 namespace avx512vnni {
 inline __m256i dot_u8s8(__m256i acc, __m256i a, __m256i b) { return _mm256_dpbusd_epi32(acc, a, b); }
+inline __m256i dot2_u8s8(__m256i acc, __m256i a1, __m256i b1, __m256i a2, __m256i b2) {
+  return _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(acc, a1, b1), a2, b2);
+}
 #include "kernels/quantized_dot_x86_body.h"
 }  // namespace avx512vnni
 #pragma GCC pop_options
@@ -36,6 +44,9 @@ inline __m256i dot_u8s8(__m256i acc, __m256i a, __m256i b) { return _mm256_dpbus
 #pragma GCC target("avx2,fma,f16c,avxvnni")
 namespace avxvnni {
 inline __m256i dot_u8s8(__m256i acc, __m256i a, __m256i b) { return _mm256_dpbusd_avx_epi32(acc, a, b); }
+inline __m256i dot2_u8s8(__m256i acc, __m256i a1, __m256i b1, __m256i a2, __m256i b2) {
+  return _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(acc, a1, b1), a2, b2);
+}
 #include "kernels/quantized_dot_x86_body.h"
 }  // namespace avxvnni
 #pragma GCC pop_options
