@@ -1,12 +1,13 @@
 # The README's two commands: `make run` (the main job) and `make test` (the whole test suite,
 # then the engine's suites again under AddressSanitizer and UndefinedBehaviorSanitizer; the
-# libtorch trainer is left out of that build). Each installs its Debian
-# packages first (scripts/bootstrap).
+# libtorch trainer is left out of that build; then the kernels' tests cross-compiled for
+# aarch64 and run under qemu, scripts/test-aarch64). Each installs its Debian
+# packages first (scripts/bootstrap; the aarch64 step installs its own).
 BUILD ?= build
 ASAN  ?= $(BUILD)-asan
 JOBS  ?= 2
 
-.PHONY: bootstrap build build-asan run test test-asan clean
+.PHONY: bootstrap build build-asan run test test-asan test-aarch64 clean
 bootstrap:
 	@scripts/bootstrap
 
@@ -24,9 +25,13 @@ build-asan: bootstrap
 test: build build-asan
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	cd $(ASAN) && ctest --output-on-failure -j $(JOBS)
+	JOBS=$(JOBS) scripts/test-aarch64 $(BUILD)-aarch64
 
 test-asan: build-asan
 	cd $(ASAN) && ctest --output-on-failure -j $(JOBS)
 
+test-aarch64:
+	JOBS=$(JOBS) scripts/test-aarch64 $(BUILD)-aarch64
+
 clean:
-	rm -rf $(BUILD) $(ASAN)
+	rm -rf $(BUILD) $(ASAN) $(BUILD)-aarch64

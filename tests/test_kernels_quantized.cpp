@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <string>
 
@@ -214,6 +215,20 @@ TEST(KernelsQuantizedDot, QuantisationErrorIsBoundedByHalfAStep) {
       // data lands far inside it, and a kernel that ignored x's scales would not.
       EXPECT_LT(worst, 0.5);
     }
+}
+
+// The automatic choice is the best path this CPU supports. The list is printed so that
+// scripts/test-aarch64 can check which paths a run really covered (SDOT on one emulated
+// CPU, not on the other).
+TEST(KernelsQuantizedDot, ChoosesTheBestSupportedPath) {
+  const std::vector<const char*> paths = supported_int8_paths();
+  std::string list;
+  for (const char* p : paths) list += std::string(" ") + p;
+  std::printf("int8 paths on this CPU:%s\n", list.c_str());
+  ASSERT_FALSE(paths.empty());
+  EXPECT_STREQ(paths.back(), "scalar");
+  set_int8_path(nullptr);
+  EXPECT_STREQ(active_int8_path(), paths.front());
 }
 
 TEST(KernelsQuantizedDot, RejectsAMismatchedActivation) {
