@@ -32,12 +32,12 @@ void print_stats(const GenerateArgs& a, const Model& model, const Session& sessi
   std::fprintf(stderr,
                "prompt: %lld tokens in %.3f s (%.1f tokens/s, early exit at layer %d of %d)\n"
                "generation: %d tokens; %lld decode steps in %.3f s (%.2f tokens/s)\n"
-               "bytes read per decode token: %.2f MB weights + %.3f MB engram rows + %.3f MB LM head (%s, %.0f rows"
+               "bytes read per decode token: %.2f MB weights + %.2f KB engram rows + %.3f MB LM head (%s, %.0f rows"
                " in its stored type) + %.3f MB cache at %lld tokens = %.2f MB (%.2f GB/s at this speed)\n"
                "sequence state: %.0f bytes per token of context (f32) + %.2f MB fixed (windows, recurrent states)\n",
                (long long)t.prompt_tokens, t.prefill_s, double(t.prompt_tokens) / t.prefill_s,
                a.no_early_exit ? model.config.n_layers() : model.prefill_exit, model.config.n_layers(), t.generated,
-               (long long)t.decode_steps, t.decode_s, t.decode_tokens_per_s(), b.weights / 1e6, b.engram / 1e6,
+               (long long)t.decode_steps, t.decode_s, t.decode_tokens_per_s(), b.weights / 1e6, b.engram / 1e3,
                head_bytes / 1e6, a.lm_head.c_str(), t.lm_head_rescored / steps, b.kv / 1e6,
                (long long)session.position(), total / 1e6, total * t.decode_tokens_per_s() / 1e9,
                session.cache_bytes_per_token(), session.fixed_state_bytes() / 1e6);
