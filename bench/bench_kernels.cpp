@@ -1,11 +1,10 @@
 // bench/: Google Benchmark of the kernels against the machine's memory bandwidth.
 //
 // Decode is memory-bound: a matvec reads every weight byte once, so its bytes/s (values +
-// scales, SetBytesProcessed) compared with BM_MemoryBandwidth (a read-only sum over a
-// 1 GiB buffer, far larger than any cache) says how close a kernel runs to the roofline.
+// scales, SetBytesProcessed) compared with the read bandwidth (bench/bench_memory.cpp)
+// says how close a kernel runs to the roofline.
 #include <benchmark/benchmark.h>
 
-#include <atomic>
 #include <memory>
 #include <random>
 #include <vector>
@@ -80,29 +79,6 @@ void BM_MatmulQ8(benchmark::State& state) {
                                                  benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_MatmulQ8)->Args({64, 1})->Args({256, 1})->Args({256, 2})->ArgNames({"tokens", "threads"})->UseRealTime();
-
-// STREAM-like read bandwidth: sum of a 1 GiB buffer of uint64 with four independent
-// accumulators (integer adds, so the compiler may vectorise). Args: MiB, threads.
-void BM_MemoryBandwidth(benchmark::State& state) {
-  const size_t bytes = size_t(state.range(0)) << 20, n = bytes / 8;
-  std::unique_ptr<uint64_t[]> buf(new uint64_t[n]);
-  for (size_t i = 0; i < n; ++i) buf[i] = i;  // touch every page before timing
-  ThreadPool pool(int(state.range(1)));
-  std::atomic<uint64_t> total{0};
-  for (auto _ : state) {
-    pool.parallel_for(int64_t(n), 4096, [&](int64_t b, int64_t e) {
-      uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-      int64_t i = b;
-      for (; i + 4 <= e; i += 4) s0 += buf[i], s1 += buf[i + 1], s2 += buf[i + 2], s3 += buf[i + 3];
-      for (; i < e; ++i) s0 += buf[i];
-      total += s0 + s1 + s2 + s3;  // once per chunk
-    });
-    benchmark::DoNotOptimize(total.load());
-  }
-  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(bytes));
-}
-BENCHMARK(BM_MemoryBandwidth)->Args({1024, 1})->Args({1024, 2})->ArgNames({"MiB", "threads"})
-    ->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -8,6 +8,8 @@
 #include <string>
 #include <sys/wait.h>
 
+#include <nlohmann/json.hpp>
+
 namespace {
 
 struct Result {
@@ -109,6 +111,24 @@ TEST(Cli, InitGeneratePerplexity) {
   EXPECT_GT(value, 50.0);
   EXPECT_LT(value, 5000.0);
   std::filesystem::remove_all(dir);
+}
+
+TEST(Cli, BenchJsonOneObjectPerTestAndBadDepth) {
+  const std::string shipped = std::string(WREN_SOURCE_DIR) + "/models/embla-small";
+  Result r = run("bench -m " + shipped + " -p 8 -n 4,6 -r 2 -t 1 --probe-mib 16 -o json");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const nlohmann::json j = nlohmann::json::parse(r.output);
+  ASSERT_EQ(j.size(), 3u) << r.output;
+  EXPECT_EQ(j[0]["test"], "pp8");
+  EXPECT_EQ(j[2]["test"], "tg6");
+  EXPECT_EQ(j[2]["n_gen"], 6);
+  EXPECT_EQ(j[2]["samples_ts"].size(), 2u);
+  EXPECT_GT(j[2]["bytes_per_token"]["lm_head"].get<double>(), 0);
+  EXPECT_GT(j[2]["roofline_pct"].get<double>(), 0);
+  Result deep = run("bench -m " + shipped + " -p 0 -n 4 -d 4096 --probe-mib 16");
+  EXPECT_NE(deep.status, 0);
+  EXPECT_NE(deep.output.find("tg4 @ d4096"), std::string::npos) << deep.output;
+  EXPECT_NE(deep.output.find("context"), std::string::npos) << deep.output;
 }
 
 TEST(Cli, MalformedModelDirectoryNamesTheProblem) {

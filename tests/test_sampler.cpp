@@ -93,18 +93,19 @@ TEST(Sampler, RepetitionPenaltyDividesPositiveAndMultipliesNegative) {
 
 TEST(StopMatcher, StopStringAcrossPieces) {
   StopMatcher m({"\n\nUser:"});
-  std::string out = m.push("Hello\n");
+  std::string out(m.push("Hello\n"));
   out += m.push("\nUse");
   EXPECT_EQ(out, "Hello");
   EXPECT_FALSE(m.stopped());
   out += m.push("r: more");
   EXPECT_TRUE(m.stopped());
-  EXPECT_EQ(out + m.flush(), "Hello");
+  out += m.flush();
+  EXPECT_EQ(out, "Hello");
 }
 
 TEST(StopMatcher, HeldTextIsReleasedWhenItIsNotAStop) {
   StopMatcher m({"END"});
-  std::string out = m.push("the EN");
+  std::string out(m.push("the EN"));
   EXPECT_EQ(out, "the ");
   out += m.push("D? no, ENTER");
   EXPECT_TRUE(m.stopped());
@@ -112,7 +113,8 @@ TEST(StopMatcher, HeldTextIsReleasedWhenItIsNotAStop) {
   StopMatcher n({"END"});
   out = n.push("ENTER");
   out += n.push(" E");
-  EXPECT_EQ(out + n.flush(), "ENTER E");
+  out += n.flush();
+  EXPECT_EQ(out, "ENTER E");
   EXPECT_FALSE(n.stopped());
 }
 

@@ -72,7 +72,7 @@ TEST(Tokenizer, StreamDecoderEmitsOnlyWholeCharacters) {
   for (int32_t id : ids) {
     const std::string& piece = tok.token_to_piece(id);
     saw_partial_token |= utf8_complete_prefix(piece) != piece.size() || utf8_lossy(piece) != piece;
-    std::string chunk = stream.push(id);
+    std::string chunk(stream.push(id));
     EXPECT_EQ(utf8_lossy(chunk), chunk);  // every chunk is valid UTF-8
     out += chunk;
   }
@@ -81,7 +81,7 @@ TEST(Tokenizer, StreamDecoderEmitsOnlyWholeCharacters) {
   EXPECT_EQ(out, text);
   // A dangling lead byte is flushed as U+FFFD at the end.
   StreamDecoder broken(tok);
-  std::string first = broken.push(tok.token_id(byte_to_piece(0xE4)).value());
+  std::string first(broken.push(tok.token_id(byte_to_piece(0xE4)).value()));
   EXPECT_EQ(first, "");
   EXPECT_EQ(broken.finish(), "\xEF\xBF\xBD");
 }

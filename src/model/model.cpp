@@ -133,6 +133,7 @@ std::shared_ptr<const Model> load_model(const ModelConfig& c, std::shared_ptr<co
     }
   }
   if (c.tie_embeddings) m.lm_head = m.embed;
+  m.lm_head_prescore = make_lm_head_prescore(m.lm_head);
   if (c.engram && c.engram->placement == EngramPlacement::residual_source) m.engram.emplace(*c.engram);
   for (int i = 0; i < c.n_layers(); ++i) {
     const MixerSpec& spec = c.mixer(i);

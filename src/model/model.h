@@ -16,6 +16,7 @@
 #include "model/engram_gate.h"
 #include "model/ffn.h"
 #include "model/gated_deltanet.h"
+#include "model/lm_head.h"
 #include "model/mhc.h"
 #include "model/mla.h"
 #include "model/tensor.h"
@@ -45,6 +46,7 @@ struct Model {
   WeightMap map;
   int prefill_exit = 0;
   MatrixView embed, lm_head;
+  std::shared_ptr<const LmHeadPrescore> lm_head_prescore;  // its 4-bit copy (model/lm_head.h), or null
   Vec final_norm;
   MixWeights final_res;
   MhcWeights final_mhc;

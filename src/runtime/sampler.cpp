@@ -3,11 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
-#include <unordered_set>
 
 namespace wren {
 
-Sampler::Sampler(const SamplerParams& p) : p_(p), rng_(p.seed) {}
+Sampler::Sampler(const SamplerParams& p) : p_(p), rng_(p.seed) { penalised_.reserve(size_t(std::max(0, p.repeat_last_n))); }
 
 int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> recent) {
   const int n = int(logits.size());
@@ -16,13 +15,12 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> recent
     if (std::isnan(l)) l = -INFINITY;
   if (p_.repeat_penalty != 1.0f && p_.repeat_last_n > 0) {
     // Each distinct recent token is penalised once (CTRL-style): l / r if positive, l * r otherwise.
-    std::unordered_set<int32_t> seen;
-    size_t from = recent.size() > size_t(p_.repeat_last_n) ? recent.size() - p_.repeat_last_n : 0;
-    for (size_t i = from; i < recent.size(); ++i) {
-      int32_t t = recent[i];
-      if (t < 0 || t >= n || !seen.insert(t).second) continue;
-      logits[t] = logits[t] > 0 ? logits[t] / p_.repeat_penalty : logits[t] * p_.repeat_penalty;
-    }
+    const size_t from = recent.size() > size_t(p_.repeat_last_n) ? recent.size() - p_.repeat_last_n : 0;
+    penalised_.assign(recent.begin() + long(from), recent.end());  // within the reserved capacity
+    std::sort(penalised_.begin(), penalised_.end());
+    penalised_.erase(std::unique(penalised_.begin(), penalised_.end()), penalised_.end());
+    for (int32_t t : penalised_)
+      if (t >= 0 && t < n) logits[t] = logits[t] > 0 ? logits[t] / p_.repeat_penalty : logits[t] * p_.repeat_penalty;
   }
   if (p_.temperature <= 0.0f) {  // greedy; ties go to the lower id
     return int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
@@ -69,21 +67,33 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> recent
     candidates_.resize(k);
   }
   softmax(p_.temperature);
-  std::discrete_distribution<size_t> draw(probs_.begin(), probs_.end());
-  return candidates_[draw(rng_)].id;
+  // Inverse CDF: the first candidate whose cumulative probability exceeds u ~ U[0, 1).
+  const double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
+  double cum = 0;
+  for (size_t i = 0; i + 1 < probs_.size(); ++i)
+    if ((cum += probs_[i]) > u) return candidates_[i].id;
+  return candidates_.back().id;
 }
 
-std::string StopMatcher::push(const std::string& piece) {
-  if (stopped_) return "";
+StopMatcher::StopMatcher(std::vector<std::string> stops) : stops_(std::move(stops)) {
+  size_t longest = 0;
+  for (const std::string& s : stops_) longest = std::max(longest, s.size());
+  pending_.reserve(longest + kPieceReserve);
+  out_.reserve(longest + kPieceReserve);
+}
+
+std::string_view StopMatcher::push(std::string_view piece) {
+  out_.clear();
+  if (stopped_) return out_;
   pending_ += piece;
   for (const std::string& s : stops_) {
     if (s.empty()) continue;
     size_t at = pending_.find(s);
     if (at != std::string::npos) {
       stopped_ = true;
-      std::string out = pending_.substr(0, at);
+      out_.assign(pending_, 0, at);
       pending_.clear();
-      return out;
+      return out_;
     }
   }
   // Hold back the longest suffix that is a proper prefix of some stop string.
@@ -94,15 +104,16 @@ std::string StopMatcher::push(const std::string& piece) {
         hold = len;
         break;
       }
-  std::string out = pending_.substr(0, pending_.size() - hold);
+  out_.assign(pending_, 0, pending_.size() - hold);
   pending_.erase(0, pending_.size() - hold);
-  return out;
+  return out_;
 }
 
-std::string StopMatcher::flush() {
-  std::string out = stopped_ ? "" : pending_;
+std::string_view StopMatcher::flush() {
+  out_.clear();
+  if (!stopped_) out_.swap(pending_);
   pending_.clear();
-  return out;
+  return out_;
 }
 
 }  // namespace wren

@@ -6,6 +6,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace wren {
@@ -35,24 +36,30 @@ class Sampler {
   };
   SamplerParams p_;
   std::mt19937_64 rng_;
-  std::vector<Candidate> candidates_;  // reused across calls: no allocation per token
+  // Reused across calls: after the first, sample() allocates nothing.
+  std::vector<Candidate> candidates_;
   std::vector<float> probs_;
+  std::vector<int32_t> penalised_;  // distinct recent ids (capacity repeat_last_n)
 };
 
 // Stop strings: text is streamed piece by piece; a stop string may straddle pieces, so text
-// that could still be the start of a stop string is held back until it is decided.
+// that could still be the start of a stop string is held back until it is decided. The
+// buffers are reserved for the longest stop string plus a few pieces, so ordinary streaming
+// allocates nothing per token.
 class StopMatcher {
  public:
-  explicit StopMatcher(std::vector<std::string> stops) : stops_(std::move(stops)) {}
-  // Appends a piece; returns the text that is now safe to emit. Sets stopped() when a stop
-  // string is complete (the stop string and what follows it are never emitted).
-  std::string push(const std::string& piece);
-  std::string flush();  // end of generation: release what was held back
+  explicit StopMatcher(std::vector<std::string> stops);
+  // Appends a piece; returns the text that is now safe to emit (a view valid until the next
+  // call). Sets stopped() when a stop string is complete (the stop string and what follows
+  // it are never emitted).
+  std::string_view push(std::string_view piece);
+  std::string_view flush();  // end of generation: release what was held back
   bool stopped() const { return stopped_; }
 
  private:
+  static constexpr size_t kPieceReserve = 256;
   std::vector<std::string> stops_;
-  std::string pending_;
+  std::string pending_, out_;
   bool stopped_ = false;
 };
 

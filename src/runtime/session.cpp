@@ -21,7 +21,7 @@
 namespace wren {
 
 Session::Session(std::shared_ptr<const Model> model, const SessionOptions& options)
-    : model_(std::move(model)), pool_(std::max(1, options.threads)), probe_(options.probe) {
+    : model_(std::move(model)), pool_(std::max(1, options.threads)), probe_(options.probe), lm_head_(options.lm_head) {
   const ModelConfig& c = model_->config;
   if (probe_ && !probe_->fits(c))
     throw std::invalid_argument("sparsity probe: made for another model shape than " + c.name);
@@ -71,6 +71,7 @@ Session::Session(std::shared_ptr<const Model> model, const SessionOptions& optio
   attn_.reserve(c, context_);
   ffn_.reserve(c);
   history_.reserve(size_t(context_));
+  if (lm_head_.prescore && model_->lm_head_prescore) lm_scratch_.reserve(model_->lm_head);
 }
 
 double Session::cache_bytes_per_token() const {
@@ -282,9 +283,10 @@ void Session::finish(float* logits) {
     h = h_.data();
   }
   kernels::rmsnorm(h, m.final_norm.data(), d_, eps, c.norm.unit_offset, xn_.data());
-  kernels::matvec(m.lm_head, xn_.data(), logits, &pool_);
-  if (c.logit_softcap > 0)
-    for (int v = 0; v < c.rows(); ++v) logits[v] = float(c.logit_softcap * std::tanh(logits[v] / c.logit_softcap));
+  last_lm_head_ = lm_head_logits(m.lm_head, m.lm_head_prescore.get(), lm_head_, xn_.data(), logits, lm_scratch_, &pool_);
+  if (c.logit_softcap > 0)  // monotone, so the pre-score's candidates stay the best; -inf stays -inf
+    for (int v = 0; v < c.rows(); ++v)
+      if (logits[v] != -INFINITY) logits[v] = float(c.logit_softcap * std::tanh(logits[v] / c.logit_softcap));
   for (int v = c.vocab_size; v < c.rows(); ++v) logits[v] = -INFINITY;
 }
 

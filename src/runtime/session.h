@@ -29,6 +29,7 @@ struct SessionOptions {
   // When not null, the layers count their sparsity into it (wren sparsity); it must be made
   // for this model's config and outlive the session. Null: the layers only test the pointer.
   SparsityProbe* probe = nullptr;
+  LmHeadMode lm_head = {};  // the exact head unless told (model/lm_head.h)
 };
 
 class Session {
@@ -55,6 +56,8 @@ class Session {
 
   // The experts each MoE layer chose for the last token run through it ([layer][top_k]).
   const std::vector<std::vector<int32_t>>& last_experts() const { return last_experts_; }
+  // What the LM head read for the last logits written.
+  const LmHeadRead& last_lm_head() const { return last_lm_head_; }
 
  private:
   void forward(int32_t token, float* logits);  // logits == nullptr: a non-final prompt token
@@ -79,6 +82,9 @@ class Session {
   std::vector<std::vector<float>> scores_;  // per full layer with sparse dependents: [kv_heads][context]
   std::vector<std::vector<int32_t>> last_experts_;
   SparsityProbe* probe_ = nullptr;
+  LmHeadMode lm_head_;
+  LmHeadScratch lm_scratch_;
+  LmHeadRead last_lm_head_;
 
   // Residual state of the current token.
   int d_ = 0;

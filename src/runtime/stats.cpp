@@ -4,8 +4,8 @@
 
 namespace wren {
 
-double weight_bytes_per_token(const Model& m, double firing_fraction) {
-  double total = 0;
+TokenBytes bytes_per_token(const Model& m, int64_t context_tokens, double firing_fraction) {
+  TokenBytes b;
   for (const TensorInfo& t : m.map.tensors) {
     if (t.activity == Activity::never) continue;
     const kernels::MatrixView v = m.storage->matrix(t);
@@ -13,10 +13,13 @@ double weight_bytes_per_token(const Model& m, double firing_fraction) {
     if (t.activity == Activity::routed) bytes *= t.active_fraction;
     if (t.activity == Activity::lookup) bytes = bytes / double(v.rows) * double(t.lookup_rows);
     if (t.neuron_rows) bytes *= firing_fraction;
-    total += bytes;
+    if (t.component == Component::lm_head) b.lm_head += bytes;
+    else if (t.component == Component::engram_tables) b.engram += bytes;
+    else b.weights += bytes;
   }
-  if (m.config.tie_embeddings) total += double(m.lm_head.bytes());
-  return total;
+  if (m.config.tie_embeddings) b.lm_head += double(m.lm_head.bytes());
+  b.kv = cache_bytes_per_token(m, context_tokens);
+  return b;
 }
 
 double cache_bytes_per_token(const Model& m, int64_t n) {

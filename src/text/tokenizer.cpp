@@ -357,19 +357,27 @@ int32_t Tokenizer::special_id(std::string_view content) const {
 bool Tokenizer::is_special(int32_t id) const { return id >= 0 && size_t(id) < kind_.size() && kind_[id] == 3; }
 bool Tokenizer::is_added(int32_t id) const { return id >= 0 && size_t(id) < kind_.size() && kind_[id] >= 2; }
 
-std::string StreamDecoder::push(int32_t id) {
+StreamDecoder::StreamDecoder(const Tokenizer& tokenizer, bool skip_special)
+    : tok_(tokenizer), skip_special_(skip_special) {
+  pending_.reserve(kReserve);
+  out_.reserve(kReserve);
+}
+
+std::string_view StreamDecoder::push(int32_t id) {
   const std::string& piece = tok_.token_to_piece(id);
   if (!(skip_special_ && tok_.is_special(id))) pending_ += piece;
   size_t n = utf8_complete_prefix(pending_);
-  std::string out = utf8_lossy(std::string_view(pending_).substr(0, n));
+  out_.clear();
+  utf8_lossy_append(std::string_view(pending_).substr(0, n), out_);
   pending_.erase(0, n);
-  return out;
+  return out_;
 }
 
-std::string StreamDecoder::finish() {
-  std::string out = utf8_lossy(pending_);
+std::string_view StreamDecoder::finish() {
+  out_.clear();
+  utf8_lossy_append(pending_, out_);
   pending_.clear();
-  return out;
+  return out_;
 }
 
 }  // namespace wren::text

@@ -101,17 +101,19 @@ class Tokenizer {
 
 // Decodes a stream of tokens into complete UTF-8 only: bytes of a character split across
 // tokens are held until the character is whole; finish() flushes what is left as U+FFFD.
+// Both return a view of an internal buffer, valid until the next call; the buffers are
+// reserved up front, so decoding ordinary pieces allocates nothing per token.
 class StreamDecoder {
  public:
-  explicit StreamDecoder(const Tokenizer& tokenizer, bool skip_special = false)
-      : tok_(tokenizer), skip_special_(skip_special) {}
-  std::string push(int32_t id);
-  std::string finish();
+  StreamDecoder(const Tokenizer& tokenizer, bool skip_special = false);
+  std::string_view push(int32_t id);
+  std::string_view finish();
 
  private:
+  static constexpr size_t kReserve = 256;
   const Tokenizer& tok_;
   bool skip_special_;
-  std::string pending_;
+  std::string pending_, out_;
 };
 
 }  // namespace wren::text

@@ -200,15 +200,19 @@ std::string nfc(std::string_view s) {
   return out;
 }
 
-std::string utf8_lossy(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
+void utf8_lossy_append(std::string_view s, std::string& out) {
   for (size_t i = 0; i < s.size();) {
     bool complete = false;
     size_t n = valid_prefix(s, i, complete);
     if (complete) out.append(s.substr(i, n)); else out += "\xEF\xBF\xBD";
     i += n;
   }
+}
+
+std::string utf8_lossy(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  utf8_lossy_append(s, out);
   return out;
 }
 

@@ -33,6 +33,7 @@ std::string nfc(std::string_view s);
 // Repairs UTF-8: each maximal ill-formed subpart becomes U+FFFD (the Unicode "best practice",
 // which Rust's String::from_utf8_lossy follows).
 std::string utf8_lossy(std::string_view s);
+void utf8_lossy_append(std::string_view s, std::string& out);  // the same, appended to out
 // Length of the longest prefix of s that ends on a code point boundary and holds no
 // incomplete sequence at its end (bytes that could still become a valid character are held).
 size_t utf8_complete_prefix(std::string_view s);

@@ -3,14 +3,11 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <iostream>
 
+#include "runtime/generation.h"
 #include "runtime/model_files.h"
-#include "runtime/sampler.h"
-#include "runtime/session.h"
 #include "runtime/stats.h"
 #include "text/tokenizer.h"
 #include "tools/commands.h"
@@ -20,67 +17,49 @@ namespace wren::tools {
 namespace {
 
 struct GenerateArgs {
-  std::string model, prompt;
-  int max_tokens = 128, threads = 2;
+  std::string model, prompt, lm_head = "prescore";
+  int threads = 2;
   int64_t context = 0;
-  SamplerParams sampling;
-  std::vector<std::string> stops;
-  bool stats = false, no_early_exit = false, ignore_eos = false;
+  GenerationOptions gen;
+  bool stats = false, no_early_exit = false;
 };
 
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+void print_stats(const GenerateArgs& a, const Model& model, const Session& session, const GenerationTimes& t) {
+  const TokenBytes b = bytes_per_token(model, session.position());
+  const double steps = double(std::max<int64_t>(t.decode_steps, 1));
+  const double head_bytes = t.decode_steps ? t.lm_head_bytes / steps : b.lm_head;  // as the decode steps read it
+  const double total = b.weights + b.kv + b.engram + head_bytes;
+  std::fprintf(stderr,
+               "prompt: %lld tokens in %.3f s (%.1f tokens/s, early exit at layer %d of %d)\n"
+               "generation: %d tokens; %lld decode steps in %.3f s (%.2f tokens/s)\n"
+               "bytes read per decode token: %.2f MB weights + %.2f KB engram rows + %.3f MB LM head (%s, %.0f rows"
+               " in its stored type) + %.3f MB cache at %lld tokens = %.2f MB (%.2f GB/s at this speed)\n"
+               "sequence state: %.0f bytes per token of context (f32) + %.2f MB fixed (windows, recurrent states)\n",
+               (long long)t.prompt_tokens, t.prefill_s, double(t.prompt_tokens) / t.prefill_s,
+               a.no_early_exit ? model.config.n_layers() : model.prefill_exit, model.config.n_layers(), t.generated,
+               (long long)t.decode_steps, t.decode_s, t.decode_tokens_per_s(), b.weights / 1e6, b.engram / 1e3,
+               head_bytes / 1e6, a.lm_head.c_str(), t.lm_head_rescored / steps, b.kv / 1e6,
+               (long long)session.position(), total / 1e6, total * t.decode_tokens_per_s() / 1e9,
+               session.cache_bytes_per_token(), session.fixed_state_bytes() / 1e6);
 }
 
-void run(const GenerateArgs& a) {
+void run(GenerateArgs a) {
   auto model = open_model(a.model);
   const text::Tokenizer tok = text::Tokenizer::load(a.model + "/tokenizer.json");
   std::vector<int32_t> prompt = tok.encode(a.prompt);
-  const std::optional<int32_t> eos = tok.token_id("<|endoftext|>");
-  if (prompt.empty()) prompt.push_back(eos.value_or(0));  // an empty prompt starts a document
+  a.gen.eos = tok.token_id("<|endoftext|>");
+  if (prompt.empty()) prompt.push_back(a.gen.eos.value_or(0));  // an empty prompt starts a document
   // Caches are allocated up front: by default hold what this run needs (at least 4096 tokens),
   // never more than the model's context.
-  const int64_t need = int64_t(prompt.size()) + a.max_tokens;
+  const int64_t need = int64_t(prompt.size()) + a.gen.max_tokens;
   const int64_t context = a.context ? a.context : std::min<int64_t>(model->config.context_length, std::max<int64_t>(4096, need));
-  Session session(model, {.context = context, .threads = a.threads});
-  if (int64_t(prompt.size()) + a.max_tokens > session.context())
-    throw std::runtime_error("prompt (" + std::to_string(prompt.size()) + " tokens) + " + std::to_string(a.max_tokens) +
-                             " new tokens exceed the context of " + std::to_string(session.context()));
-  Sampler sampler(a.sampling);
-  StopMatcher stop(a.stops);
-  text::StreamDecoder decoder(tok, true);
-  std::vector<float> logits(size_t(session.vocab_rows()));
-
+  Session session(model, {.context = context, .threads = a.threads, .lm_head = lm_head_for(a.gen.sampling, a.lm_head == "prescore")});
+  Generation gen(session, tok, a.gen);
   std::cout << a.prompt << std::flush;
-  auto t0 = std::chrono::steady_clock::now();
-  session.prefill(prompt, logits.data(), !a.no_early_exit);
-  const double prefill_s = seconds_since(t0);
-  t0 = std::chrono::steady_clock::now();
-  int generated = 0;
-  for (; generated < a.max_tokens; ++generated) {
-    // Rows the tokenizer has no text for (a model vocabulary padded past it) are never sampled.
-    std::fill(logits.begin() + std::min<int64_t>(tok.vocab_size(), int64_t(logits.size())), logits.end(), -INFINITY);
-    const int32_t next = sampler.sample(logits, session.history());
-    if (!a.ignore_eos && eos && next == *eos) break;
-    std::cout << stop.push(decoder.push(next)) << std::flush;
-    if (stop.stopped()) break;
-    if (generated + 1 < a.max_tokens) session.decode(next, logits.data());
-  }
-  std::cout << stop.push(decoder.finish()) << stop.flush() << "\n";
-  const double decode_s = seconds_since(t0);
-  if (a.stats) {
-    const double weights = weight_bytes_per_token(*model), cache = cache_bytes_per_token(*model, session.position());
-    std::fprintf(stderr,
-                 "prompt: %zu tokens in %.3f s (%.1f tokens/s, early exit at layer %d of %d)\n"
-                 "generation: %d tokens in %.3f s (%.2f tokens/s)\n"
-                 "bytes read per decode token: %.1f MB weights + %.2f MB cache at %lld tokens = %.1f MB"
-                 " (%.2f GB/s at this speed)\n"
-                 "sequence state: %.0f bytes per token of context (f32) + %.2f MB fixed (windows, recurrent states)\n",
-                 prompt.size(), prefill_s, double(prompt.size()) / prefill_s, a.no_early_exit ? model->config.n_layers() : model->prefill_exit,
-                 model->config.n_layers(), generated, decode_s, generated / decode_s, weights / 1e6, cache / 1e6,
-                 (long long)session.position(), (weights + cache) / 1e6, (weights + cache) * generated / decode_s / 1e9,
-                 session.cache_bytes_per_token(), session.fixed_state_bytes() / 1e6);
-  }
+  gen.prefill(prompt, !a.no_early_exit);
+  while (!gen.done()) std::cout << gen.step() << std::flush;
+  std::cout << gen.finish() << "\n";
+  if (a.stats) print_stats(a, *model, session, gen.times());
 }
 
 }  // namespace
@@ -88,22 +67,25 @@ void run(const GenerateArgs& a) {
 void register_generate(CLI::App& app) {
   auto* cmd = app.add_subcommand("generate", "generate text from a prompt");
   static GenerateArgs a;
+  SamplerParams& sp = a.gen.sampling;
   cmd->add_option("-m,--model", a.model, "model directory")->required();
   cmd->add_option("prompt", a.prompt, "the prompt");
-  cmd->add_option("-n,--max-tokens", a.max_tokens, "tokens to generate")->check(CLI::NonNegativeNumber)->capture_default_str();
-  cmd->add_option("--temp", a.sampling.temperature, "temperature (0: greedy)")->check(CLI::NonNegativeNumber)->capture_default_str();
-  cmd->add_option("--top-k", a.sampling.top_k, "keep the k most likely tokens (0: off)")->check(CLI::NonNegativeNumber)->capture_default_str();
-  cmd->add_option("--top-p", a.sampling.top_p, "nucleus sampling (1: off)")->check(CLI::Range(0.0, 1.0))->capture_default_str();
-  cmd->add_option("--min-p", a.sampling.min_p, "drop tokens below min-p x the top probability")->check(CLI::Range(0.0, 1.0))->capture_default_str();
-  cmd->add_option("--repeat-penalty", a.sampling.repeat_penalty, "penalise recent tokens (1: off)")->check(CLI::PositiveNumber)->capture_default_str();
-  cmd->add_option("--repeat-last-n", a.sampling.repeat_last_n, "how many recent tokens")->check(CLI::NonNegativeNumber)->capture_default_str();
-  cmd->add_option("--seed", a.sampling.seed, "sampling seed")->capture_default_str();
-  cmd->add_option("--stop", a.stops, "stop when this text is produced (repeatable)");
+  cmd->add_option("-n,--max-tokens", a.gen.max_tokens, "tokens to generate")->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--temp", sp.temperature, "temperature (0: greedy)")->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--top-k", sp.top_k, "keep the k most likely tokens (0: off)")->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--top-p", sp.top_p, "nucleus sampling (1: off)")->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  cmd->add_option("--min-p", sp.min_p, "drop tokens below min-p x the top probability")->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  cmd->add_option("--repeat-penalty", sp.repeat_penalty, "penalise recent tokens (1: off)")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--repeat-last-n", sp.repeat_last_n, "how many recent tokens")->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--seed", sp.seed, "sampling seed")->capture_default_str();
+  cmd->add_option("--stop", a.gen.stops, "stop when this text is produced (repeatable)");
   cmd->add_option("--context", a.context, "session context in tokens (default: what the run needs, at least 4096, at most the model's)")->check(CLI::NonNegativeNumber);
   cmd->add_option("-t,--threads", a.threads, "threads")->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_flag("--stats", a.stats, "print speeds and bytes read per token");
   cmd->add_flag("--no-early-exit", a.no_early_exit, "run every layer for every prompt token");
-  cmd->add_flag("--ignore-eos", a.ignore_eos, "keep generating past <|endoftext|>");
+  cmd->add_option("--lm-head", a.lm_head, "prescore: a 4-bit copy picks the rows the exact head rescores (same tokens); exact")
+      ->check(CLI::IsMember({"prescore", "exact"}))->capture_default_str();
+  cmd->add_flag("--ignore-eos", a.gen.ignore_eos, "keep generating past <|endoftext|>");
   cmd->callback([] { run(a); });
 }
 

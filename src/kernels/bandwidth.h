@@ -1,0 +1,36 @@
+// kernels/: the machine's read bandwidth, the denominator of the decode roofline
+//   tokens/s <= bandwidth / bytes read per token.
+// Decode streams weights from DRAM on every core at once, so the probe does the same: a
+// buffer far larger than any cache (1 GiB by default) is split into one contiguous part per
+// thread, each part first touched (written) by the thread that later reads it, and every
+// thread reads its part with SIMD loads at the same time. The figure is the best of several
+// passes (the machine is shared: the best pass is the one least disturbed).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace wren::kernels {
+
+// Sum of the 64-bit words of [p, p + bytes) (bytes a multiple of 8): a full read of the
+// region that the compiler cannot drop. SIMD, dispatched at run time.
+uint64_t read_sum(const void* p, size_t bytes);
+
+struct BandwidthOptions {
+  size_t bytes = size_t(1) << 30;
+  int threads = 1;
+  int passes = 5;
+};
+
+struct Bandwidth {
+  double best = 0;              // bytes per second of the fastest pass
+  std::vector<double> passes;   // bytes per second of every pass
+  uint64_t checksum = 0;        // sum of every word read in the last pass (keeps the reads)
+};
+
+// Throws std::invalid_argument for threads < 1, passes < 1 or a buffer smaller than
+// 64 bytes per thread; std::bad_alloc when the buffer cannot be had.
+Bandwidth measure_read_bandwidth(const BandwidthOptions& o = {});
+
+}  // namespace wren::kernels

@@ -1,0 +1,95 @@
+// kernels/: the read-bandwidth probe (kernels/bandwidth.h). The read loop is Highway SIMD
+// with four independent accumulators (so no add waits on the previous one) and run-time
+// dispatch; threads are started once per measurement and meet at a barrier before and after
+// every pass, so a pass is timed from the moment all threads start reading until the last
+// one finishes.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/bandwidth_hwy.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+
+#include <algorithm>
+#include <barrier>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <stdexcept>
+#include <thread>
+
+#include "kernels/bandwidth.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace wren::kernels::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+uint64_t ReadSum(const uint64_t* p, size_t n) {
+  const hn::ScalableTag<uint64_t> d;
+  const size_t N = hn::Lanes(d);
+  auto s0 = hn::Zero(d), s1 = hn::Zero(d), s2 = hn::Zero(d), s3 = hn::Zero(d);
+  size_t i = 0;
+  for (; i + 4 * N <= n; i += 4 * N) {
+    s0 = hn::Add(s0, hn::LoadU(d, p + i));
+    s1 = hn::Add(s1, hn::LoadU(d, p + i + N));
+    s2 = hn::Add(s2, hn::LoadU(d, p + i + 2 * N));
+    s3 = hn::Add(s3, hn::LoadU(d, p + i + 3 * N));
+  }
+  uint64_t r = hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(s0, s1), hn::Add(s2, s3))));
+  for (; i < n; ++i) r += p[i];
+  return r;
+}
+
+}  // namespace wren::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace wren::kernels {
+
+HWY_EXPORT(ReadSum);
+
+uint64_t read_sum(const void* p, size_t bytes) {
+  return HWY_DYNAMIC_DISPATCH(ReadSum)(static_cast<const uint64_t*>(p), bytes / 8);
+}
+
+Bandwidth measure_read_bandwidth(const BandwidthOptions& o) {
+  if (o.threads < 1) throw std::invalid_argument("bandwidth probe: threads " + std::to_string(o.threads) + ", expected >= 1");
+  if (o.passes < 1) throw std::invalid_argument("bandwidth probe: passes " + std::to_string(o.passes) + ", expected >= 1");
+  // Parts are whole cache lines; the few bytes past threads x part are not read.
+  const size_t part = o.bytes / size_t(o.threads) / 64 * 64;
+  if (part == 0) throw std::invalid_argument("bandwidth probe: " + std::to_string(o.bytes) + " bytes for " +
+                                             std::to_string(o.threads) + " threads, expected >= 64 bytes per thread");
+  // Not value-initialised: no page is touched until its reader writes it.
+  struct AlignedDelete {
+    void operator()(uint8_t* p) const { ::operator delete[](p, std::align_val_t(64)); }
+  };
+  std::unique_ptr<uint8_t[], AlignedDelete> buffer(new (std::align_val_t(64)) uint8_t[part * size_t(o.threads)]);
+  Bandwidth result;
+  result.passes.resize(size_t(o.passes));
+  std::vector<uint64_t> sums(size_t(o.threads));
+  std::barrier sync(o.threads);
+  std::chrono::steady_clock::time_point start;
+  auto reader = [&](int t) {
+    uint8_t* mine = buffer.get() + size_t(t) * part;
+    std::memset(mine, t + 1, part);  // first touch: the pages land where this thread runs
+    for (int p = 0; p < o.passes; ++p) {
+      sync.arrive_and_wait();
+      if (t == 0) start = std::chrono::steady_clock::now();
+      sync.arrive_and_wait();
+      sums[size_t(t)] = read_sum(mine, part);
+      sync.arrive_and_wait();
+      if (t == 0)
+        result.passes[size_t(p)] =
+            double(part) * o.threads / std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+  };
+  std::vector<std::jthread> others;
+  for (int t = 1; t < o.threads; ++t) others.emplace_back(reader, t);
+  reader(0);
+  others.clear();  // joins
+  for (uint64_t s : sums) result.checksum += s;
+  result.best = *std::max_element(result.passes.begin(), result.passes.end());
+  return result;
+}
+
+}  // namespace wren::kernels
+#endif  // HWY_ONCE

@@ -1,0 +1,106 @@
+// The LM head pre-score (model/lm_head.h): the 4-bit copy and its error bounds, made once;
+// per token the pre-score, the selection by bounds, and the exact rescoring of the candidates.
+#include "model/lm_head.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+
+#include "kernels/ops.h"
+
+namespace wren {
+
+namespace {
+
+constexpr int kGroup = 32;
+
+double norm2(const float* v, int64_t n) {
+  double s = 0;
+  for (int64_t j = 0; j < n; ++j) s += double(v[j]) * double(v[j]);
+  return std::sqrt(s);
+}
+
+}  // namespace
+
+std::shared_ptr<const LmHeadPrescore> make_lm_head_prescore(const MatrixView& head) {
+  if (!present(head) || head.type == kernels::DType::q4 || head.cols % kGroup != 0) return nullptr;
+  auto pre = std::make_shared<LmHeadPrescore>();
+  const int64_t rows = head.rows, cols = head.cols;
+  kernels::Matrix& q = pre->q4;
+  q.type = kernels::DType::q4, q.rows = rows, q.cols = cols, q.group = kGroup;
+  q.values.resize(size_t(rows * cols / 2));
+  q.scales.resize(size_t(rows * (cols / kGroup)));
+  pre->c.resize(size_t(rows));
+  const double gamma = double(cols + 4) * 0x1p-24;
+  const size_t n = size_t(cols);
+  std::vector<float> w(n), w4(n), diff(n);
+  for (int64_t r = 0; r < rows; ++r) {
+    kernels::decode_row(head, r, w.data());
+    uint8_t* qr = q.values.data() + r * (cols / 2);
+    kernels::F16* sr = q.scales.data() + r * (cols / kGroup);
+    kernels::quantize_q4_row(w.data(), cols, kGroup, qr, sr);
+    kernels::dequantize_q4_row(qr, sr, cols, kGroup, w4.data());
+    for (int64_t j = 0; j < cols; ++j) diff[size_t(j)] = w[size_t(j)] - w4[size_t(j)];
+    // Rounded up a little: the bound must hold, the f32 sums of norm2 are in double.
+    pre->c[size_t(r)] = float((norm2(diff.data(), cols) + gamma * (norm2(w.data(), cols) + norm2(w4.data(), cols))) * 1.0001);
+  }
+  return pre;
+}
+
+void LmHeadScratch::reserve(const MatrixView& head) {
+  const size_t rows = size_t(head.rows), cap = rows / 4 + 1;
+  prescore.resize(rows), lower.resize(rows), candidates.resize(rows);
+  gathered.resize(cap * size_t(head.row_bytes()));
+  gathered_scales.resize(cap * size_t(head.groups()));
+  rescored.resize(cap);
+}
+
+LmHeadRead lm_head_logits(const MatrixView& head, const LmHeadPrescore* pre, const LmHeadMode& mode, const float* x,
+                          float* logits, LmHeadScratch& s, kernels::ThreadPool* pool) {
+  const int64_t rows = head.rows;
+  LmHeadRead read;
+  const int keep = int(std::clamp<int64_t>(mode.keep, 1, rows));
+  if (!mode.prescore || !pre || size_t(rows) > s.prescore.size()) {
+    kernels::matvec(head, x, logits, pool);
+    read.rescored = rows, read.bytes = double(head.bytes());
+    return read;
+  }
+  // Pre-score and bounds.
+  const MatrixView q4 = pre->q4.view();
+  kernels::matvec(q4, x, s.prescore.data(), pool);
+  const float x_norm = float(norm2(x, head.cols) * 1.0001);
+  for (int64_t r = 0; r < rows; ++r) s.lower[size_t(r)] = s.prescore[size_t(r)] - pre->c[size_t(r)] * x_norm;
+  std::nth_element(s.lower.begin(), s.lower.begin() + (keep - 1), s.lower.begin() + rows, std::greater<float>());
+  const float bar = s.lower[size_t(keep - 1)];
+  // Candidates: every row whose upper bound reaches the keep-th best lower bound.
+  int64_t n = 0;
+  const int64_t cap = int64_t(s.rescored.size());
+  for (int64_t r = 0; r < rows && n <= cap; ++r)
+    if (s.prescore[size_t(r)] + pre->c[size_t(r)] * x_norm >= bar) s.candidates[size_t(n++)] = int32_t(r);
+  read.bytes = double(q4.bytes());
+  if (n > cap || n == 0) {  // no saving left (or NaN bounds): the exact head
+    kernels::matvec(head, x, logits, pool);
+    read.rescored = rows, read.bytes += double(head.bytes());
+    return read;
+  }
+  // Rescore the candidates in the stored precision: gather their rows into one small matrix
+  // and run the same kernel the exact head runs, so each value equals the exact head's.
+  const size_t row_bytes = size_t(head.row_bytes()), groups = size_t(head.groups());
+  for (int64_t k = 0; k < n; ++k) {
+    const int64_t r = s.candidates[size_t(k)];
+    std::memcpy(s.gathered.data() + size_t(k) * row_bytes, static_cast<const uint8_t*>(head.data) + r * int64_t(row_bytes),
+                row_bytes);
+    if (groups) std::copy_n(head.row_scales(r), groups, s.gathered_scales.data() + size_t(k) * groups);
+  }
+  MatrixView sub = head;
+  sub.data = s.gathered.data(), sub.scales = groups ? s.gathered_scales.data() : nullptr, sub.rows = n;
+  kernels::matvec(sub, x, s.rescored.data(), pool);
+  std::fill(logits, logits + rows, -INFINITY);
+  for (int64_t k = 0; k < n; ++k) logits[s.candidates[size_t(k)]] = s.rescored[size_t(k)];
+  read.prescored = true, read.rescored = n;
+  read.bytes += double(n) * double(row_bytes + groups * sizeof(kernels::F16));
+  return read;
+}
+
+}  // namespace wren

@@ -1,0 +1,71 @@
+// model/: the LM head with a 4-bit pre-score (seed 002: "we score every vocabulary row with
+// 4-bit weights and, after a selection step, rescore a subset in fp16"). The head is the
+// largest single matrix a decode step reads; a 4-bit copy made at load scores every row at
+// about half the bytes, and only the rows that can still be among the best are read again in
+// the head's stored precision.
+//
+// Selection (safe, not heuristic). For row r let p_r = Q4_r . x (the pre-score) and
+// z_r = W_r . x (the exact logit, as kernels::matvec computes it from the stored head). Then
+//   |z_r - p_r| <= b_r = c_r ||x||_2,   c_r = ||W_r - Q4_r||_2 + gamma (||W_r||_2 + ||Q4_r||_2)
+// by Cauchy-Schwarz on (W_r - Q4_r) . x, plus the f32 rounding of both dot products
+// (|fl(a . x) - a . x| <= gamma ||a||_2 ||x||_2 with gamma = (n + 4) 2^-24, for any order of
+// summation). c_r is computed at load from the two copies themselves. With L the keep-th
+// largest lower bound p_s - b_s, every row with p_r + b_r < L has at least `keep` rows whose
+// exact logit is surely larger, so it cannot be among the exact top `keep`: the candidates
+//   C = { r : p_r + b_r >= L }
+// contain the exact top `keep` rows (ties included), and those are rescored exactly. The
+// logits written are the exact z_r for r in C and -inf elsewhere, so the top `keep` of the
+// written logits, their order and their values equal the exact head's. keep = 1 makes greedy
+// decoding identical to the exact head; keep = top_k makes top-k sampling (and the top-p,
+// min-p and temperature that act on the top k after it) draw from exactly the distribution
+// the exact head gives. When C would be so large that rescoring costs more than it saves
+// (|C| > rows / 4), the whole head is run exactly instead.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kernels/threads.h"
+#include "kernels/types.h"
+#include "model/tensor.h"
+
+namespace wren {
+
+struct LmHeadPrescore {
+  kernels::Matrix q4;      // the 4-bit copy [rows][cols], group 32
+  std::vector<float> c;    // c_r above: |z_r - p_r| <= c_r ||x||_2
+};
+
+// The pre-score copy of `head`, or null when it would not save bytes (a head already in
+// 4 bits) or cannot be made (cols not a multiple of 32).
+std::shared_ptr<const LmHeadPrescore> make_lm_head_prescore(const MatrixView& head);
+
+struct LmHeadMode {
+  bool prescore = false;  // false: the exact head (perplexity, tests, `--lm-head exact`)
+  int keep = 1;           // rows whose exact logits must be right: 1 greedy, top_k sampling
+};
+
+// What one call read: the rows rescored exactly (all of them when the head ran exactly).
+struct LmHeadRead {
+  int64_t rescored = 0;
+  bool prescored = false;
+  double bytes = 0;  // of the head: the 4-bit copy (when used) + the rows read in its stored type
+};
+
+// Buffers sized once for a head (no allocation per token).
+struct LmHeadScratch {
+  std::vector<float> prescore, lower;
+  std::vector<int32_t> candidates;
+  std::vector<uint8_t> gathered;        // candidate rows' values, in the head's storage type
+  std::vector<kernels::F16> gathered_scales;
+  std::vector<float> rescored;
+  void reserve(const MatrixView& head);
+};
+
+// logits[0 .. head.rows) = head x (exact), or, with mode.prescore and a pre-score copy, the
+// exact logits of the candidates and -inf for every other row (see above).
+LmHeadRead lm_head_logits(const MatrixView& head, const LmHeadPrescore* pre, const LmHeadMode& mode, const float* x,
+                          float* logits, LmHeadScratch& s, kernels::ThreadPool* pool);
+
+}  // namespace wren

@@ -1,0 +1,123 @@
+#include "runtime/bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <random>
+#include <stdexcept>
+
+#include "runtime/session.h"
+
+namespace wren {
+
+std::string BenchTest::name() const {
+  std::string s = n_prompt > 0 ? "pp" + std::to_string(n_prompt) : "tg" + std::to_string(n_gen);
+  if (n_depth > 0) s += " @ d" + std::to_string(n_depth);
+  return s;
+}
+
+std::vector<BenchTest> bench_tests(const BenchOptions& o) {
+  auto check = [](const std::vector<int>& v, const char* flag, int least) {
+    for (int x : v)
+      if (x < least)
+        throw std::invalid_argument(std::string(flag) + " " + std::to_string(x) + ": expected >= " + std::to_string(least));
+  };
+  check(o.n_prompt, "-p", 0), check(o.n_gen, "-n", 0), check(o.n_depth, "-d", 0), check(o.threads, "-t", 1);
+  if (o.repetitions < 1) throw std::invalid_argument("-r " + std::to_string(o.repetitions) + ": expected >= 1");
+  std::vector<BenchTest> tests;
+  for (int t : o.threads)
+    for (int d : o.n_depth) {
+      for (int p : o.n_prompt)
+        if (p > 0) tests.push_back({.n_prompt = p, .n_gen = 0, .n_depth = d, .threads = t});
+      for (int n : o.n_gen)
+        if (n > 0) tests.push_back({.n_prompt = 0, .n_gen = n, .n_depth = d, .threads = t});
+    }
+  if (tests.empty()) throw std::invalid_argument("nothing to run: every -p and -n is 0");
+  return tests;
+}
+
+namespace {
+
+struct Run {
+  double seconds = 0;
+  double lm_head_bytes = 0, lm_head_rescored = 0;  // summed over the decode steps
+};
+
+int32_t argmax(const std::vector<float>& v) { return int32_t(std::max_element(v.begin(), v.end()) - v.begin()); }
+
+// One repetition from a fresh session: the depth untimed, then the timed prompt or decode.
+Run run_once(const std::shared_ptr<const Model>& model, const BenchTest& t, const BenchOptions& o, std::mt19937_64& rng) {
+  const ModelConfig& c = model->config;
+  std::uniform_int_distribution<int32_t> token(0, c.vocab_size - 1);
+  auto random_tokens = [&](int n) {
+    std::vector<int32_t> v(static_cast<size_t>(n));
+    for (int32_t& x : v) x = token(rng);
+    return v;
+  };
+  const LmHeadMode head{.prescore = o.lm_head_prescore, .keep = 1};
+  Session s(model, {.context = int64_t(t.n_depth) + t.n_prompt + t.n_gen + 1, .threads = t.threads, .lm_head = head});
+  std::vector<float> logits(size_t(s.vocab_rows()));
+  if (t.n_depth > 0) s.prefill(random_tokens(t.n_depth), logits.data(), o.early_exit);
+  Run run;
+  if (t.n_prompt > 0) {
+    const std::vector<int32_t> prompt = random_tokens(t.n_prompt);
+    const auto t0 = std::chrono::steady_clock::now();
+    s.prefill(prompt, logits.data(), o.early_exit);
+    run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return run;
+  }
+  int32_t next = t.n_depth > 0 ? argmax(logits) : token(rng);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < t.n_gen; ++i) {
+    s.decode(next, logits.data());
+    run.lm_head_bytes += s.last_lm_head().bytes;
+    run.lm_head_rescored += double(s.last_lm_head().rescored);
+    next = argmax(logits);
+  }
+  run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return run;
+}
+
+}  // namespace
+
+BenchResult run_bench_test(const std::shared_ptr<const Model>& model, const BenchTest& t, const BenchOptions& o,
+                           double bandwidth) {
+  const int64_t need = int64_t(t.n_depth) + t.n_prompt + t.n_gen + 1;
+  if (need > model->config.context_length)
+    throw std::invalid_argument(t.name() + ": " + std::to_string(need) + " tokens of context, more than the model's " +
+                                std::to_string(model->config.context_length));
+  std::mt19937_64 rng(o.seed);
+  BenchResult r;
+  r.test = t;
+  run_once(model, t, o, rng);  // warm-up: pages mapped, caches and thread scratch grown
+  Run last;
+  for (int i = 0; i < o.repetitions; ++i) {
+    last = run_once(model, t, o, rng);
+    r.samples_ts.push_back(double(t.n_prompt > 0 ? t.n_prompt : t.n_gen) / last.seconds);
+  }
+  const double n = double(r.samples_ts.size());
+  for (double x : r.samples_ts) r.avg_ts += x / n;
+  for (double x : r.samples_ts) r.stddev_ts += (x - r.avg_ts) * (x - r.avg_ts);
+  r.stddev_ts = n > 1 ? std::sqrt(r.stddev_ts / (n - 1)) : 0;  // sample standard deviation, as llama-bench
+  if (t.n_gen > 0) {
+    // The timed steps see contexts depth + 1 .. depth + n_gen; K/V reads grow linearly.
+    r.bytes = bytes_per_token(*model, int64_t(t.n_depth) + (t.n_gen + 1) / 2);
+    r.bytes.lm_head = last.lm_head_bytes / t.n_gen;
+    r.lm_head_rescored = last.lm_head_rescored / t.n_gen;
+    r.bandwidth = bandwidth;
+    r.roofline = bandwidth > 0 ? r.bytes.total() * r.avg_ts / bandwidth : 0;
+  }
+  return r;
+}
+
+ModelSize model_size(const Model& m) {
+  ModelSize z;
+  for (const TensorInfo& t : m.map.tensors) {
+    z.params += double(t.numel());
+    z.bytes += t.role == TensorRole::matrix || t.role == TensorRole::lookup ? double(m.storage->matrix(t).bytes())
+                                                                             : double(t.numel()) * sizeof(float);
+  }
+  return z;
+}
+
+}  // namespace wren

@@ -1,0 +1,106 @@
+// wren bench: decode and prefill speed on llama-bench's protocol (runtime/bench.h), as a
+// markdown table (default) or JSON (one object per test), with the read bandwidth of the
+// built-in probe (kernels/bandwidth.h) at each thread count and the share of the roofline
+// each generation test reaches.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "kernels/bandwidth.h"
+#include "kernels/ops.h"
+#include "runtime/bench.h"
+#include "runtime/model_files.h"
+#include "tools/commands.h"
+
+namespace wren::tools {
+
+namespace {
+
+struct BenchArgs {
+  std::string model, output = "md", lm_head = "prescore";
+  BenchOptions o;
+  int probe_mib = 1024;
+  bool no_early_exit = false;
+};
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+nlohmann::json to_json(const BenchArgs& a, const std::string& name, const ModelSize& z, const BenchResult& r) {
+  nlohmann::json j = {{"model", name}, {"model_size", z.bytes}, {"model_n_params", z.params},
+                      {"backend", std::string("CPU ") + kernels::active_target()}, {"n_threads", r.test.threads},
+                      {"n_prompt", r.test.n_prompt}, {"n_gen", r.test.n_gen}, {"n_depth", r.test.n_depth},
+                      {"test", r.test.name()}, {"repetitions", a.o.repetitions}, {"avg_ts", r.avg_ts},
+                      {"stddev_ts", r.stddev_ts}, {"samples_ts", r.samples_ts}, {"early_exit", a.o.early_exit},
+                      {"lm_head", a.lm_head}};
+  if (r.test.n_gen > 0) {
+    j["bytes_per_token"] = {{"weights", r.bytes.weights}, {"kv", r.bytes.kv}, {"engram_rows", r.bytes.engram},
+                            {"lm_head", r.bytes.lm_head}, {"total", r.bytes.total()}};
+    j["lm_head_rows_rescored"] = r.lm_head_rescored;
+    j["bandwidth_bytes_per_s"] = r.bandwidth;
+    j["roofline_pct"] = 100 * r.roofline;
+  }
+  return j;
+}
+
+void run(BenchArgs a) {
+  a.o.early_exit = !a.no_early_exit;
+  a.o.lm_head_prescore = a.lm_head == "prescore";
+  a.o.probe_bytes = size_t(a.probe_mib) << 20;
+  const std::vector<BenchTest> tests = bench_tests(a.o);
+  auto model = open_model(a.model);
+  const ModelSize z = model_size(*model);
+  const std::string name = model->config.name;
+  std::map<int, double> bandwidth;  // per thread count, measured before the tests run
+  for (const BenchTest& t : tests)
+    if (!bandwidth.count(t.threads))
+      bandwidth[t.threads] =
+          kernels::measure_read_bandwidth({.bytes = a.o.probe_bytes, .threads = t.threads, .passes = a.o.probe_passes}).best;
+  nlohmann::json all = nlohmann::json::array();
+  if (a.output == "md")
+    std::printf("| model | size | params | backend | threads | test | t/s | MB/token | GB/s probe | roofline |\n"
+                "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  for (const BenchTest& t : tests) {
+    const BenchResult r = run_bench_test(model, t, a.o, bandwidth[t.threads]);
+    if (a.output == "json") {
+      all.push_back(to_json(a, name, z, r));
+      continue;
+    }
+    const bool tg = t.n_gen > 0;
+    std::printf("| %s | %s MiB | %s M | CPU %s | %d | %s | %s ± %s | %s | %s | %s |\n", name.c_str(),
+                fixed(z.bytes / (1 << 20), 2).c_str(), fixed(z.params / 1e6, 2).c_str(), kernels::active_target(),
+                t.threads, t.name().c_str(), fixed(r.avg_ts, 2).c_str(), fixed(r.stddev_ts, 2).c_str(),
+                tg ? fixed(r.bytes.total() / 1e6, 2).c_str() : "", fixed(bandwidth[t.threads] / 1e9, 1).c_str(),
+                tg ? (fixed(100 * r.roofline, 1) + "%").c_str() : "");
+    std::fflush(stdout);
+  }
+  if (a.output == "json") std::printf("%s\n", all.dump(2).c_str());
+}
+
+}  // namespace
+
+void register_bench(CLI::App& app) {
+  auto* cmd = app.add_subcommand("bench", "prefill and decode speed on llama-bench's protocol, against the roofline");
+  static BenchArgs a;
+  cmd->add_option("-m,--model", a.model, "model directory")->required();
+  cmd->add_option("-p,--n-prompt", a.o.n_prompt, "prompt lengths (comma separated)")->delimiter(',')->capture_default_str();
+  cmd->add_option("-n,--n-gen", a.o.n_gen, "generated tokens (comma separated)")->delimiter(',')->capture_default_str();
+  cmd->add_option("-d,--n-depth", a.o.n_depth, "context depths (comma separated)")->delimiter(',')->capture_default_str();
+  cmd->add_option("-t,--threads", a.o.threads, "thread counts (comma separated)")->delimiter(',')->capture_default_str();
+  cmd->add_option("-r,--repetitions", a.o.repetitions, "repetitions per test, after one warm-up")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("-o,--output", a.output, "md or json")->check(CLI::IsMember({"md", "json"}))->capture_default_str();
+  cmd->add_option("--probe-mib", a.probe_mib, "buffer of the bandwidth probe (MiB)")->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_flag("--no-early-exit", a.no_early_exit, "run every layer for every prompt token");
+  cmd->add_option("--lm-head", a.lm_head, "prescore (4-bit copy, candidates rescored) or exact")
+      ->check(CLI::IsMember({"prescore", "exact"}))->capture_default_str();
+  cmd->callback([] { run(a); });
+}
+
+}  // namespace wren::tools

@@ -1,0 +1,60 @@
+// `wren bench` (runtime/bench.h): the test list is every combination in llama-bench's order,
+// a run's statistics follow from its samples, its bytes per token from the model's stats.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "runtime/bench.h"
+#include "runtime/model_files.h"
+
+namespace wren {
+namespace {
+
+const std::string kShipped = (std::filesystem::path(WREN_SOURCE_DIR) / "models" / "embla-small").string();
+
+TEST(Bench, EveryCombinationInLlamaBenchOrder) {
+  BenchOptions o;
+  o.n_prompt = {16, 0}, o.n_gen = {8, 4}, o.n_depth = {0, 32}, o.threads = {1, 2};
+  const std::vector<BenchTest> t = bench_tests(o);
+  std::vector<std::string> names;
+  for (const BenchTest& x : t) names.push_back(x.name() + "/" + std::to_string(x.threads));
+  const std::vector<std::string> expected{"pp16/1", "tg8/1", "tg4/1", "pp16 @ d32/1", "tg8 @ d32/1", "tg4 @ d32/1",
+                                          "pp16/2", "tg8/2", "tg4/2", "pp16 @ d32/2", "tg8 @ d32/2", "tg4 @ d32/2"};
+  EXPECT_EQ(names, expected);
+  o.threads = {0};
+  EXPECT_THROW(bench_tests(o), std::invalid_argument);
+  o.threads = {1}, o.n_prompt = {0}, o.n_gen = {0};
+  EXPECT_THROW(bench_tests(o), std::invalid_argument);
+}
+
+TEST(Bench, RunOnTheShippedModel) {
+  auto model = open_model(kShipped);
+  BenchOptions o;
+  o.repetitions = 3;
+  const double bandwidth = 10e9;
+  const BenchResult pp = run_bench_test(model, {.n_prompt = 16, .n_depth = 8, .threads = 1}, o, bandwidth);
+  const BenchResult tg = run_bench_test(model, {.n_gen = 8, .n_depth = 8, .threads = 1}, o, bandwidth);
+  for (const BenchResult* r : {&pp, &tg}) {
+    ASSERT_EQ(r->samples_ts.size(), 3u);
+    double mean = 0, var = 0;
+    for (double x : r->samples_ts) mean += x / 3;
+    for (double x : r->samples_ts) var += (x - mean) * (x - mean) / 2;
+    EXPECT_NEAR(r->avg_ts, mean, 1e-9 * mean);
+    EXPECT_NEAR(r->stddev_ts, std::sqrt(var), 1e-9 * mean);
+  }
+  EXPECT_EQ(pp.roofline, 0);
+  const TokenBytes full = bytes_per_token(*model, 8 + 4);
+  EXPECT_EQ(tg.bytes.weights, full.weights);
+  EXPECT_EQ(tg.bytes.engram, full.engram);
+  EXPECT_GT(tg.bytes.engram, 0);
+  EXPECT_GT(tg.bytes.kv, 0);
+  EXPECT_LT(tg.bytes.lm_head, full.lm_head);  // the pre-score read less than the whole head
+  EXPECT_NEAR(tg.roofline, tg.bytes.total() * tg.avg_ts / bandwidth, 1e-12);
+  o.lm_head_prescore = false;
+  EXPECT_EQ(run_bench_test(model, {.n_gen = 4, .threads = 1}, o, bandwidth).bytes.lm_head, full.lm_head);
+  EXPECT_THROW(run_bench_test(model, {.n_gen = 8, .n_depth = 4096, .threads = 1}, o, bandwidth), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace wren
