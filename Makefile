@@ -1,8 +1,10 @@
-# The README's two commands: `make run` (the main job) and `make test` (the whole test suite,
-# then the engine's suites again under AddressSanitizer and UndefinedBehaviorSanitizer; the
-# libtorch trainer is left out of that build; then the kernels' tests cross-compiled for
-# aarch64 and run under qemu, scripts/test-aarch64). Each installs its Debian
-# packages first (scripts/bootstrap; the aarch64 step installs its own).
+# The README's two commands: `make run` (the main job: builds only the `wren` binary, which
+# does not need libtorch, and generates) and `make test` (everything: the engine, wren-train
+# and every test binary, the whole test suite, then the engine's suites again under
+# AddressSanitizer and UndefinedBehaviorSanitizer; the libtorch trainer is left out of that
+# build; then the kernels' tests cross-compiled for aarch64 and run under qemu,
+# scripts/test-aarch64). Each installs its Debian packages first (scripts/bootstrap; the
+# aarch64 step installs its own).
 BUILD ?= build
 ASAN  ?= $(BUILD)-asan
 JOBS  ?= 2
@@ -15,7 +17,10 @@ build: bootstrap
 	@cmake -S . -B $(BUILD) -G Ninja >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
-run: build
+run:
+	@scripts/bootstrap engine
+	@cmake -S . -B $(BUILD) -G Ninja >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS) --target wren
 	$(BUILD)/wren generate -m models/embla-small "It was a dark and stormy night" -n 120 --temp 0.8 --seed 1 --stats
 
 build-asan: bootstrap

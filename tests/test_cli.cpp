@@ -6,29 +6,16 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <sys/wait.h>
+
+#include "run_command.h"
 
 #include <nlohmann/json.hpp>
 
 namespace {
 
-struct Result {
-  int status;
-  std::string output;  // stdout and stderr together
-};
+using Result = wren::testing_util::CommandResult;
 
-Result run(const std::string& args) {
-  std::string cmd = std::string(WREN_BINARY) + " " + args + " 2>&1";
-  Result r{-1, ""};
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
-  int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+Result run(const std::string& args) { return wren::testing_util::run_command(std::string(WREN_BINARY) + " " + args); }
 
 std::string write_temp(const std::string& name, const std::string& text) {
   std::string path = ::testing::TempDir() + "/" + name;
@@ -144,6 +131,19 @@ TEST(Cli, MalformedModelDirectoryNamesTheProblem) {
   Result missing = run("generate -m " + dir + " hi");
   EXPECT_NE(missing.status, 0);
   EXPECT_NE(missing.output.find("cli_bad_model: not a directory"), std::string::npos) << missing.output;
+}
+
+// `wren train` runs the wren-train beside wren; a wren without one (a build without libtorch)
+// says so rather than failing obscurely.
+TEST(Cli, TrainWithoutTheTrainerSaysSo) {
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "cli_lone_wren";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(WREN_BINARY, dir / "wren");
+  const Result r = wren::testing_util::run_command((dir / "wren").string() + " train embla-mini --steps 1");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find((dir / "wren-train").string() + " is absent"), std::string::npos) << r.output;
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -52,12 +52,12 @@ std::vector<uint8_t> pattern(size_t n, uint32_t seed) {
 
 // Storage per tensor: the tables q8, the LM head q4, the embedding bf16, other matrices q8,
 // the rest f32. Group size 8 everywhere.
-StorageType storage_for(const TensorInfo& t) {
-  if (t.engram_file) return StorageType::q8;
-  if (t.name == "lm_head") return StorageType::q4;
-  if (t.name == "embed") return StorageType::bf16;
-  if (t.role == TensorRole::matrix && t.shape.size() == 2) return StorageType::q8;
-  return StorageType::f32;
+kernels::DType storage_for(const TensorInfo& t) {
+  if (t.engram_file) return kernels::DType::q8;
+  if (t.name == "lm_head") return kernels::DType::q4;
+  if (t.name == "embed") return kernels::DType::bf16;
+  if (t.role == TensorRole::matrix && t.shape.size() == 2) return kernels::DType::q8;
+  return kernels::DType::f32;
 }
 
 // Supplies deterministic bytes and records them, so the read side can be compared.
@@ -65,7 +65,7 @@ struct Supplier {
   uint32_t seed = 1;
   std::map<std::string, std::pair<std::vector<uint8_t>, std::vector<uint8_t>>> written;
   WeightData operator()(const TensorInfo& t) {
-    StorageType s = storage_for(t);
+    kernels::DType s = storage_for(t);
     uint64_t n = 0, ns = 0;
     tensor_bytes(storage_dtype(s), stored_shape(s, t.shape, t.name), n);
     std::vector<uint8_t> data = pattern(n, seed + uint32_t(std::hash<std::string>()(t.name)));

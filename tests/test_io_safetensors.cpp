@@ -349,7 +349,7 @@ TensorInfo info(const std::string& name, Shape shape) {
   return t;
 }
 
-std::string weight_error(const TensorSet& set, const TensorInfo& t, std::optional<StorageType> req = std::nullopt) {
+std::string weight_error(const TensorSet& set, const TensorInfo& t, std::optional<kernels::DType> req = std::nullopt) {
   try {
     set.weight(t, req);
   } catch (const IoError& e) {
@@ -380,26 +380,26 @@ TEST(IoWeights, TypedViewsOfEachStorageType) {
   const SafetensorsFile& file = *set.files()[0];
 
   WeightView f = set.weight(info("f", {4, 8}));
-  EXPECT_EQ(f.storage, StorageType::f32);
+  EXPECT_EQ(f.storage, kernels::DType::f32);
   EXPECT_EQ(f.data, file.at("f").data);
   EXPECT_EQ(f.group, 0);
   EXPECT_EQ(f.scales, nullptr);
-  EXPECT_EQ(set.weight(info("b", {8})).storage, StorageType::bf16);
+  EXPECT_EQ(set.weight(info("b", {8})).storage, kernels::DType::bf16);
 
   WeightView q8 = set.weight(info("q8", {3, 4, 16}));
-  EXPECT_EQ(q8.storage, StorageType::q8);
+  EXPECT_EQ(q8.storage, kernels::DType::q8);
   EXPECT_EQ(q8.group, 8);
   EXPECT_EQ(q8.scales, file.at("q8.scales").data);
   EXPECT_EQ(q8.file, dir / "model.safetensors");
 
   WeightView q4 = set.weight(info("q4", {6, 32}));
-  EXPECT_EQ(q4.storage, StorageType::q4);
+  EXPECT_EQ(q4.storage, kernels::DType::q4);
   EXPECT_EQ(q4.group, 8);
   EXPECT_EQ(q4.shape, (Shape{6, 32}));
   EXPECT_EQ(q4.stored->shape, (Shape{6, 16}));
 
-  EXPECT_EQ(weight_error(set, info("f", {4, 8}), StorageType::f32), "");
-  std::string msg = weight_error(set, info("q8", {3, 4, 16}), StorageType::f32);
+  EXPECT_EQ(weight_error(set, info("f", {4, 8}), kernels::DType::f32), "");
+  std::string msg = weight_error(set, info("q8", {3, 4, 16}), kernels::DType::f32);
   EXPECT_NE(msg.find("tensor q8: stored as q8 (I8) in"), std::string::npos) << msg;
   EXPECT_NE(msg.find("expected f32"), std::string::npos) << msg;
 
@@ -459,13 +459,13 @@ TEST(IoWeights, ShapeDtypeScalesAndMissingErrors) {
 }
 
 TEST(IoWeights, StorageShapes) {
-  EXPECT_EQ(stored_shape(StorageType::q4, {4, 32}, "x"), (Shape{4, 16}));
-  EXPECT_EQ(stored_shape(StorageType::q8, {4, 32}, "x"), (Shape{4, 32}));
-  EXPECT_EQ(scales_shape(StorageType::q8, {2, 4, 32}, 8, "x"), (Shape{2, 4, 4}));
-  EXPECT_THROW(scales_shape(StorageType::q8, {4, 30}, 8, "x"), IoError);
-  EXPECT_THROW(scales_shape(StorageType::q4, {4, 30}, 3, "x"), IoError);
-  EXPECT_THROW(scales_shape(StorageType::q8, {4, 32}, 0, "x"), IoError);
-  EXPECT_THROW(stored_shape(StorageType::q8, {}, "x"), IoError);
+  EXPECT_EQ(stored_shape(kernels::DType::q4, {4, 32}, "x"), (Shape{4, 16}));
+  EXPECT_EQ(stored_shape(kernels::DType::q8, {4, 32}, "x"), (Shape{4, 32}));
+  EXPECT_EQ(scales_shape(kernels::DType::q8, {2, 4, 32}, 8, "x"), (Shape{2, 4, 4}));
+  EXPECT_THROW(scales_shape(kernels::DType::q8, {4, 30}, 8, "x"), IoError);
+  EXPECT_THROW(scales_shape(kernels::DType::q4, {4, 30}, 3, "x"), IoError);
+  EXPECT_THROW(scales_shape(kernels::DType::q8, {4, 32}, 0, "x"), IoError);
+  EXPECT_THROW(stored_shape(kernels::DType::q8, {}, "x"), IoError);
 }
 
 }  // namespace

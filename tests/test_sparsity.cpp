@@ -94,9 +94,9 @@ TEST(Sparsity, ZeroWeightsMatchAPlainRecount) {
   std::vector<std::vector<bool>> last_needed(size_t(m.n_heads));  // the last query's, per head
   for (int t = 0; t < T; ++t) {
     const float* x = xs.data() + t * d;
-    append_kv(w, m, c, x, t, cache, s, nullptr);
+    append_kv({w, m, c, x, t, s, nullptr}, cache);
     for (SparsityProbe& probe : probes)
-      relu2_attention(w, m, c, x, t, cache, s, nullptr, 0, out.data(), nullptr, &probe.layers[size_t(layer)].attention);
+      relu2_attention({w, m, c, x, t, s, nullptr}, cache, {}, out.data(), &probe.layers[size_t(layer)].attention);
     std::vector<double> q = times(w.wq, x), k = times(w.wk, x);
     head_norm(q, w.q_norm, m.n_heads, dh, c.norm.eps);
     head_norm(k, w.k_norm, m.n_kv_heads, dh, c.norm.eps);

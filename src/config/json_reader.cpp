@@ -1,7 +1,6 @@
 #include "config/json_reader.h"
 
-#include <fstream>
-#include <sstream>
+#include "config/read_file.h"
 
 namespace wren {
 
@@ -143,12 +142,10 @@ std::string json_value_text(const Json& v) {
 }
 
 Json parse_json_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(path + ": cannot open file");
-  std::stringstream ss;
-  ss << in.rdbuf();
+  const std::optional<std::string> text = try_read_file(path);
+  if (!text) throw ConfigError(path + ": cannot open file");
   try {
-    return Json::parse(ss.str());
+    return Json::parse(*text);
   } catch (const nlohmann::json::parse_error& e) {
     throw ConfigError(path + ": invalid JSON: " + e.what());
   }

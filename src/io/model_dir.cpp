@@ -110,7 +110,7 @@ ModelFiles::TableRows ModelFiles::table_rows(const std::string& name) const {
 
 // ---- Writing ---------------------------------------------------------------------------
 
-WeightData weight_data(StorageType storage, std::vector<uint8_t> data, std::vector<uint8_t> scales, int64_t group) {
+WeightData weight_data(kernels::DType storage, std::vector<uint8_t> data, std::vector<uint8_t> scales, int64_t group) {
   auto from = [](std::vector<uint8_t> bytes) -> ByteSource {
     auto held = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
     return [held](const ByteSink& sink) { sink(held->data(), held->size()); };

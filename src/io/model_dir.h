@@ -59,13 +59,13 @@ void check_tokenizer_json(const Json& j, const ModelConfig& c, const std::string
 // What the writer needs for one weight: its storage type and its bytes, produced on demand so
 // that a model bigger than memory streams to disk tensor by tensor.
 struct WeightData {
-  StorageType storage = StorageType::f32;
+  kernels::DType storage = kernels::DType::f32;
   ByteSource data;      // the main entry in its stored shape (weights.h)
   ByteSource scales;    // q8 / q4: F16 scales [..., cols / group]
   int64_t group = 0;    // q8 / q4
 };
 // WeightData from bytes in memory.
-WeightData weight_data(StorageType storage, std::vector<uint8_t> data, std::vector<uint8_t> scales = {},
+WeightData weight_data(kernels::DType storage, std::vector<uint8_t> data, std::vector<uint8_t> scales = {},
                        int64_t group = 0);
 
 using WeightSupplier = std::function<WeightData(const TensorInfo&)>;

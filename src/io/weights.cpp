@@ -9,14 +9,14 @@ namespace wren {
 
 namespace {
 
-const char* const kStorageNames[] = {"f32", "bf16", "q8", "q4"};
+using kernels::DType;
 
-std::optional<StorageType> storage_of(Dtype d) {
+std::optional<DType> storage_of(Dtype d) {
   switch (d) {
-    case Dtype::F32: return StorageType::f32;
-    case Dtype::BF16: return StorageType::bf16;
-    case Dtype::I8: return StorageType::q8;
-    case Dtype::U8: return StorageType::q4;
+    case Dtype::F32: return DType::f32;
+    case Dtype::BF16: return DType::bf16;
+    case Dtype::I8: return DType::q8;
+    case Dtype::U8: return DType::q4;
     default: return std::nullopt;
   }
 }
@@ -25,26 +25,25 @@ bool aligned(const uint8_t* p, size_t a) { return reinterpret_cast<uintptr_t>(p)
 
 }  // namespace
 
-const char* to_string(StorageType s) { return kStorageNames[int(s)]; }
-
-Dtype storage_dtype(StorageType s) {
+Dtype storage_dtype(DType s) {
   switch (s) {
-    case StorageType::f32: return Dtype::F32;
-    case StorageType::bf16: return Dtype::BF16;
-    case StorageType::q8: return Dtype::I8;
-    case StorageType::q4: return Dtype::U8;
+    case DType::f32: return Dtype::F32;
+    case DType::bf16: return Dtype::BF16;
+    case DType::f16: return Dtype::F16;
+    case DType::q8: return Dtype::I8;
+    case DType::q4: return Dtype::U8;
   }
   return Dtype::F32;
 }
 
-bool is_quantized(StorageType s) { return s == StorageType::q8 || s == StorageType::q4; }
+bool is_quantized(DType s) { return s == DType::q8 || s == DType::q4; }
 
-Shape stored_shape(StorageType s, const Shape& logical, const std::string& name) {
+Shape stored_shape(DType s, const Shape& logical, const std::string& name) {
   if (!is_quantized(s)) return logical;
   if (logical.empty())
     throw IoError("tensor " + name + ": a scalar cannot be stored " + to_string(s) + " (group scales need a last dimension)");
   Shape out = logical;
-  if (s == StorageType::q4) {
+  if (s == DType::q4) {
     if (logical.back() % 2)
       throw IoError("tensor " + name + ": logical shape " + shape_text(logical) +
                     " has an odd last dimension; 4-bit storage packs two values per byte");
@@ -53,13 +52,13 @@ Shape stored_shape(StorageType s, const Shape& logical, const std::string& name)
   return out;
 }
 
-Shape scales_shape(StorageType s, const Shape& logical, int64_t group, const std::string& name) {
+Shape scales_shape(DType s, const Shape& logical, int64_t group, const std::string& name) {
   stored_shape(s, logical, name);  // the same preconditions
   const int64_t cols = logical.back();
   if (group < 1 || cols % group)
     throw IoError("tensor " + name + ": group size " + std::to_string(group) + " does not divide the last dimension " +
                   std::to_string(cols) + " of " + shape_text(logical));
-  if (s == StorageType::q4 && group % 2)
+  if (s == DType::q4 && group % 2)
     throw IoError("tensor " + name + ": 4-bit group size " + std::to_string(group) + " must be even");
   Shape out = logical;
   out.back() = cols / group;
@@ -84,7 +83,7 @@ std::pair<const TensorView*, const SafetensorsFile*> TensorSet::find(const std::
   return it->second;
 }
 
-WeightView TensorSet::weight(const TensorInfo& info, std::optional<StorageType> required) const {
+WeightView TensorSet::weight(const TensorInfo& info, std::optional<DType> required) const {
   const std::string& name = info.name;
   auto [t, file] = find(name);
   if (!t) {
@@ -106,7 +105,7 @@ WeightView TensorSet::weight(const TensorInfo& info, std::optional<StorageType> 
   const Shape expect = stored_shape(*storage, info.shape, name);
   if (t->shape != expect)
     fail("shape " + shape_text(t->shape) + in + ", expected " + shape_text(expect) +
-         (*storage == StorageType::q4 ? " (the weight map's " + shape_text(info.shape) + " packed two 4-bit values per byte)"
+         (*storage == DType::q4 ? " (the weight map's " + shape_text(info.shape) + " packed two 4-bit values per byte)"
                                       : std::string(" from the weight map")));
 
   WeightView w;
@@ -136,7 +135,7 @@ WeightView TensorSet::weight(const TensorInfo& info, std::optional<StorageType> 
          shape_text(info.shape) + " (expected [..., " + std::to_string(cols) + " / G] with G dividing " +
          std::to_string(cols) + ")");
   w.group = cols / ss.back();
-  if (*storage == StorageType::q4 && w.group % 2)
+  if (*storage == DType::q4 && w.group % 2)
     fail("4-bit group size " + std::to_string(w.group) + " (from scales shape " + shape_text(ss) + in + ") must be even");
   if (!aligned(s->data, 2)) fail("scales " + sname + in + " are not aligned to 2 bytes (rewrite the file)");
   w.scales = s->data;
@@ -159,6 +158,18 @@ void TensorSet::check_no_extra(const WeightMap& map) const {
       throw IoError(f->path() + ": unexpected tensor " + t.name + " " + shape_text(t.shape) +
                     ": it is not in the weight map of this config");
     }
+}
+
+kernels::MatrixView matrix_view(const WeightView& w) {
+  kernels::MatrixView v;
+  v.type = w.storage;
+  v.data = w.data;
+  v.scales = reinterpret_cast<const kernels::F16*>(w.scales);
+  v.cols = w.shape.empty() ? 1 : w.shape.back();
+  v.rows = 1;
+  for (size_t i = 0; i + 1 < w.shape.size(); ++i) v.rows *= w.shape[i];
+  v.group = int(w.group);
+  return v;
 }
 
 }  // namespace wren

@@ -1,5 +1,6 @@
 // io/: weights as the engine sees them - a tensor of the weight map found in a set of
-// safetensors files, with its storage type. On disk (the kernels/ storage types):
+// safetensors files, with its storage type (kernels::DType, the one enum of storage layouts).
+// On disk:
 //
 //   f32   name  F32   logical shape
 //   bf16  name  BF16  logical shape
@@ -19,24 +20,23 @@
 
 #include "config/weight_map.h"
 #include "io/safetensors.h"
+#include "kernels/types.h"
 
 namespace wren {
 
-enum class StorageType { f32, bf16, q8, q4 };
-
-const char* to_string(StorageType s);
-Dtype storage_dtype(StorageType s);  // dtype of the main entry
-bool is_quantized(StorageType s);
+// The weight storage types are f32, bf16, q8 and q4 (f16 holds only group scales).
+Dtype storage_dtype(kernels::DType s);  // dtype of the main entry
+bool is_quantized(kernels::DType s);
 // Shapes on disk for a logical shape; IoError (naming `name`) when group does not fit cols.
-Shape stored_shape(StorageType s, const Shape& logical, const std::string& name);
-Shape scales_shape(StorageType s, const Shape& logical, int64_t group, const std::string& name);
+Shape stored_shape(kernels::DType s, const Shape& logical, const std::string& name);
+Shape scales_shape(kernels::DType s, const Shape& logical, int64_t group, const std::string& name);
 
 inline std::string scales_name(const std::string& name) { return name + ".scales"; }
 
 // A typed view of one weight: pointers into a file's mapping.
 struct WeightView {
   std::string name;
-  StorageType storage = StorageType::f32;
+  kernels::DType storage = kernels::DType::f32;
   Shape shape;                       // logical, as in the weight map
   const uint8_t* data = nullptr;     // aligned to its element size (checked)
   int64_t group = 0;                 // q8 / q4: values per scale; 0 otherwise
@@ -45,6 +45,10 @@ struct WeightView {
   const TensorView* stored_scales = nullptr;  // the .scales entry, or nullptr
   std::string file;                  // path of the file holding both
 };
+
+// A weight as a kernel view into its mapping: [rows, cols] = [product of all but the last
+// dimension, the last dimension].
+kernels::MatrixView matrix_view(const WeightView& w);
 
 // Several safetensors files read as one namespace of tensors.
 class TensorSet {
@@ -59,7 +63,7 @@ class TensorSet {
   // The weight `info` in its stored form, checked against the weight map's logical shape:
   // dtype one of the storage types, shapes, scales, alignment. `required` restricts the
   // storage type (the router stays f32). Errors name the tensor, the file and what differs.
-  WeightView weight(const TensorInfo& info, std::optional<StorageType> required = std::nullopt) const;
+  WeightView weight(const TensorInfo& info, std::optional<kernels::DType> required = std::nullopt) const;
 
   // Every tensor must be a weight of `map` or the .scales of one: IoError naming the first
   // file and tensor that is not.

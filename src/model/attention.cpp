@@ -53,25 +53,28 @@ void project_query(const AttentionWeights& w, const MixerSpec& m, const ModelCon
   rotate(w, m, m.n_heads, pos, q);
 }
 
-void append_kv(const AttentionWeights& w, const MixerSpec& m, const ModelConfig& c, const float* x, int64_t pos,
-               KvCache& cache, AttentionScratch& s, kernels::ThreadPool* pool) {
+void append_kv(const AttentionStep& a, KvCache& cache) {
+  const AttentionWeights& w = a.w;
+  const MixerSpec& m = a.m;
+  const float* x = a.x;
+  kernels::ThreadPool* pool = a.pool;
   auto [k, v] = cache.append();
   kernels::matvec(w.wk, x, k, pool);
   kernels::matvec(w.wv, x, v, pool);
   add_bias(w.bk, k);
   add_bias(w.bv, v);
-  qk_normalise(w.k_norm, m.qk_norm, m.n_kv_heads, m.head_dim, c, k);
-  rotate(w, m, m.n_kv_heads, pos, k);
+  qk_normalise(w.k_norm, m.qk_norm, m.n_kv_heads, m.head_dim, a.c, k);
+  rotate(w, m, m.n_kv_heads, a.pos, k);
 }
 
-void clear_group_scores(float* group_scores, int64_t stride, int kv_heads, int64_t end) {
-  if (!group_scores) return;
-  for (int g = 0; g < kv_heads; ++g) std::fill(group_scores + g * stride, group_scores + g * stride + end, -INFINITY);
+void clear_group_scores(GroupScores g, int kv_heads, int64_t end) {
+  if (!g.data) return;
+  for (int h = 0; h < kv_heads; ++h) std::fill(g.data + h * g.stride, g.data + h * g.stride + end, -INFINITY);
 }
 
-void record_group_scores(float* group_scores, int64_t stride, int kv_head, int64_t first, const float* scores, int64_t n) {
-  if (!group_scores) return;
-  float* best = group_scores + kv_head * stride + first;
+void record_group_scores(GroupScores g, int kv_head, int64_t first, const float* scores, int64_t n) {
+  if (!g.data) return;
+  float* best = g.data + kv_head * g.stride + first;
   for (int64_t j = 0; j < n; ++j) best[j] = std::max(best[j], scores[j]);
 }
 

@@ -33,17 +33,34 @@ struct AttentionScratch {
   void reserve(const ModelConfig& c, int64_t context);
 };
 
+// One token through one attention layer: what every attention entry point reads.
+struct AttentionStep {
+  const AttentionWeights& w;
+  const MixerSpec& m;
+  const ModelConfig& c;
+  const float* x;       // the normed sublayer input [d_model]
+  int64_t pos;          // the token's position
+  AttentionScratch& s;
+  kernels::ThreadPool* pool = nullptr;
+};
+
+// A full layer's per-KV-head scores, kept for the sparse layers that reuse its cache:
+// data[g * stride + j] for KV head g and key position j. data == nullptr: not kept.
+struct GroupScores {
+  float* data = nullptr;
+  int64_t stride = 0;
+};
+
 // q = W_q x (+ b_q), QK-norm per head (or over the whole projection), RoPE at `pos`.
 void project_query(const AttentionWeights& w, const MixerSpec& m, const ModelConfig& c, const float* x, int64_t pos,
                    float* q, kernels::ThreadPool* pool);
-// This token's K and V from the K/V input x, stored as the layer reads them (RoPE'd or
+// This token's K and V from the K/V input a.x, stored as the layer reads them (RoPE'd or
 // normalised), appended to `cache`.
-void append_kv(const AttentionWeights& w, const MixerSpec& m, const ModelConfig& c, const float* x, int64_t pos,
-               KvCache& cache, AttentionScratch& s, kernels::ThreadPool* pool);
+void append_kv(const AttentionStep& a, KvCache& cache);
 // Per-KV-head maxima of query-group scores (see relu2_attention): reset positions [0, end)
 // to -inf, then fold in one head's scores of positions first, first + 1, ...
-void clear_group_scores(float* group_scores, int64_t stride, int kv_heads, int64_t end);
-void record_group_scores(float* group_scores, int64_t stride, int kv_head, int64_t first, const float* scores, int64_t n);
+void clear_group_scores(GroupScores g, int kv_heads, int64_t end);
+void record_group_scores(GroupScores g, int kv_head, int64_t first, const float* scores, int64_t n);
 // out = W_o (o * sigmoid(W_g x) if W_g is present) (+ b_o): the output projection of every
 // attention kind (o: the heads' outputs, `width` values; gate: scratch of as many).
 void gated_output(const MatrixView& wg, const MatrixView& wo, const Vec& bo, int64_t width, const float* x, float* o,
@@ -54,29 +71,26 @@ void project_output(const AttentionWeights& w, const MixerSpec& m, const float* 
 
 // Softmax attention of the token at `pos` over the positions the cache holds (the window for
 // a window layer): p = softmax(q.k / sqrt(d_h)) (with a per-head sink logit if present).
-// group_scores, when not null, receives the per-KV-head scores as relu2_attention's does.
-void window_attention(const AttentionWeights& w, const MixerSpec& m, const ModelConfig& c, const float* x, int64_t pos,
-                      const KvCache& cache, AttentionScratch& s, float* group_scores, int64_t stride, float* out,
-                      kernels::ThreadPool* pool);
+// `scores`, when kept, receives the per-KV-head scores as relu2_attention's does.
+void window_attention(const AttentionStep& a, const KvCache& cache, GroupScores scores, float* out);
 
 // The ReLU^2 weights of one head's scores, in place: w_j = max(s_j, 0)^2. Keys scored <= 0
 // get exactly 0, so their values are never read.
 void relu2_weights(float* scores, int64_t n);
-// Sevren Sparse Attention over the whole cache. When group_scores is not null it also
-// receives, for the sparse layers that reuse this cache, group_scores[g * stride + j] = the
-// maximum over KV head g's query heads of the pre-ReLU score s_j. `probe`, when not null,
-// counts the weights (zero weights, V-skip groups).
-void relu2_attention(const AttentionWeights& w, const MixerSpec& m, const ModelConfig& c, const float* x, int64_t pos,
-                     const KvCache& cache, AttentionScratch& s, float* group_scores, int64_t stride, float* out,
-                     kernels::ThreadPool* pool, Relu2Probe* probe = nullptr);
+// Sevren Sparse Attention over the whole cache. When `scores` are kept they receive, for the
+// sparse layers that reuse this cache, scores.data[g * stride + j] = the maximum over KV head
+// g's query heads of the pre-ReLU score s_j. `probe`, when not null, counts the weights (zero
+// weights, V-skip groups).
+void relu2_attention(const AttentionStep& a, const KvCache& cache, GroupScores scores, float* out,
+                     Relu2Probe* probe = nullptr);
 
 // Sparse selection: the top_k keys by score, union the `recent` most recent of n keys; all
 // n when n <= top_k + recent. Writes ascending positions to `out`, returns their count.
 int64_t select_keys(const float* scores, int64_t n, int top_k, int recent, int32_t* out);
-// A sparse layer: per KV head g, select keys by the owner's group_scores[g], then its own
-// softmax(q^ . k^ / sqrt(d_h)) over the selection of the owner's cache.
-void sparse_attention(const AttentionWeights& w, const MixerSpec& m, const MixerSpec& owner, const ModelConfig& c,
-                      const float* x, int64_t pos, const KvCache& cache, const float* group_scores, int64_t stride,
-                      AttentionScratch& s, float* out, kernels::ThreadPool* pool);
+// A sparse layer: per KV head g of the layer that owns the cache (`owner`), select keys by
+// the owner's scores for g, then its own softmax(q^ . k^ / sqrt(d_h)) over the selection of
+// the owner's cache.
+void sparse_attention(const AttentionStep& a, const MixerSpec& owner, const KvCache& cache, GroupScores owner_scores,
+                      float* out);
 
 }  // namespace wren

@@ -14,20 +14,21 @@ void relu2_weights(float* scores, int64_t n) {
   for (int64_t j = 0; j < n; ++j) scores[j] = scores[j] > 0.0f ? scores[j] * scores[j] : 0.0f;
 }
 
-void relu2_attention(const AttentionWeights& w, const MixerSpec& m, const ModelConfig& c, const float* x, int64_t pos,
-                     const KvCache& cache, AttentionScratch& s, float* group_scores, int64_t stride, float* out,
-                     kernels::ThreadPool* pool, Relu2Probe* probe) {
-  project_query(w, m, c, x, pos, s.q.data(), pool);
+void relu2_attention(const AttentionStep& a, const KvCache& cache, GroupScores scores, float* out, Relu2Probe* probe) {
+  const MixerSpec& m = a.m;
+  AttentionScratch& s = a.s;
+  const int64_t pos = a.pos;
+  project_query(a.w, m, a.c, a.x, pos, s.q.data(), a.pool);
   const int dh = m.head_dim, group = m.n_heads / m.n_kv_heads;
   const float scale = 1.0f / std::sqrt(float(dh));
   const int64_t n = pos + 1;
   float* score = s.scores.data();
-  clear_group_scores(group_scores, stride, m.n_kv_heads, n);
+  clear_group_scores(scores, m.n_kv_heads, n);
   for (int h = 0; h < m.n_heads; ++h) {
     const float* q = s.q.data() + h * dh;
     const int kv = (h / group) * dh;
     for (int64_t j = 0; j < n; ++j) score[j] = kernels::dot(q, cache.key(j) + kv, dh) * scale;
-    record_group_scores(group_scores, stride, h / group, 0, score, n);
+    record_group_scores(scores, h / group, 0, score, n);
     relu2_weights(score, n);
     if (probe) probe->record_head(h, h / group, score, n, pos);
     float* o = s.o.data() + h * dh;
@@ -42,7 +43,7 @@ void relu2_attention(const AttentionWeights& w, const MixerSpec& m, const ModelC
     for (int i = 0; i < dh; ++i) o[i] *= inv;
   }
   if (probe) probe->finish_query(pos, n);
-  project_output(w, m, x, s, out, pool);
+  project_output(a.w, m, a.x, s, out, a.pool);
 }
 
 }  // namespace wren

@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "kernels/ops.h"
+#include "model/mla.h"
 
 namespace wren {
 
@@ -38,6 +39,12 @@ RopeTable rope_table(const Rope& r, int rotary_dim) {
     t.score_scale = float(all * all);
   }
   return t;
+}
+
+RopeTable layer_rope(const MixerSpec& m) {
+  if (m.kind == MixerKind::mla) return mla_rope(m);
+  if (!m.rope) return {};
+  return rope_table(*m.rope, m.rope->rotary_dim ? m.rope->rotary_dim : m.head_dim);
 }
 
 }  // namespace wren

@@ -20,4 +20,9 @@ double yarn_mscale(double scale, double k);
 
 RopeTable rope_table(const Rope& r, int rotary_dim);
 
+// The table a layer's mixer rotates by, set up once for the engine and the trainer: MLA's
+// (mla_rope, over its rope part), else rope_table over rotary_dim (0: head_dim); empty
+// without RoPE.
+RopeTable layer_rope(const MixerSpec& m);
+
 }  // namespace wren

@@ -27,17 +27,19 @@ int64_t select_keys(const float* scores, int64_t n, int top_k, int recent, int32
   return count;
 }
 
-void sparse_attention(const AttentionWeights& w, const MixerSpec& m, const MixerSpec& owner, const ModelConfig& c,
-                      const float* x, int64_t pos, const KvCache& cache, const float* group_scores, int64_t stride,
-                      AttentionScratch& s, float* out, kernels::ThreadPool* pool) {
-  project_query(w, m, c, x, pos, s.q.data(), pool);
+void sparse_attention(const AttentionStep& a, const MixerSpec& owner, const KvCache& cache, GroupScores owner_scores,
+                      float* out) {
+  const MixerSpec& m = a.m;
+  AttentionScratch& s = a.s;
+  const int64_t pos = a.pos;
+  project_query(a.w, m, a.c, a.x, pos, s.q.data(), a.pool);
   const int dh = m.head_dim, group = m.n_heads / owner.n_kv_heads;
   const float scale = 1.0f / std::sqrt(float(dh));
   const int64_t n = pos + 1;
   int32_t* sel = s.selected.data();
   float* p = s.scores.data();
   for (int g = 0; g < owner.n_kv_heads; ++g) {
-    const int64_t count = select_keys(group_scores + g * stride, n, m.top_k, m.recent, sel);
+    const int64_t count = select_keys(owner_scores.data + g * owner_scores.stride, n, m.top_k, m.recent, sel);
     const int kv = g * dh;
     for (int h = g * group; h < (g + 1) * group; ++h) {
       const float* q = s.q.data() + h * dh;
@@ -48,7 +50,7 @@ void sparse_attention(const AttentionWeights& w, const MixerSpec& m, const Mixer
       for (int64_t i = 0; i < count; ++i) kernels::axpy(p[i], cache.value(sel[i]) + kv, dh, o);
     }
   }
-  project_output(w, m, x, s, out, pool);
+  project_output(a.w, m, a.x, s, out, a.pool);
 }
 
 }  // namespace wren

@@ -78,9 +78,11 @@ void init_rows(const ModelConfig& c, const TensorInfo& t, uint64_t seed, int64_t
   }
 }
 
-kernels::DType storage_type(const TensorInfo& t, kernels::DType matrices) {
+kernels::DType storage_type(const TensorInfo& t, kernels::DType matrices, int group) {
   const bool large = t.role == TensorRole::matrix || t.role == TensorRole::lookup;
   if (!large || t.component == Component::router) return kernels::DType::f32;
+  const bool grouped = matrices == kernels::DType::q8 || matrices == kernels::DType::q4;
+  if (grouped && matrix_cols(t) % group) return kernels::DType::bf16;  // rows too short for a group
   return matrices;
 }
 
@@ -90,10 +92,7 @@ OwnedWeights init_weights(const ModelConfig& c, const WeightMap& w, uint64_t see
     const int64_t rows = matrix_rows(t), cols = matrix_cols(t);
     std::vector<float> values(size_t(rows * cols));
     init_rows(c, t, seed, 0, rows, values.data());
-    kernels::DType type = storage_type(t, matrices);
-    int g = group;
-    if ((type == kernels::DType::q8 || type == kernels::DType::q4) && cols % g) type = kernels::DType::f32;
-    out.set(t.name, kernels::encode_matrix(values.data(), rows, cols, type, g));
+    out.set(t.name, kernels::encode_matrix(values.data(), rows, cols, storage_type(t, matrices, group), group));
   }
   return out;
 }

@@ -41,10 +41,11 @@ class OwnedWeights : public WeightSource {
   std::map<std::string, kernels::Matrix> tensors_;
 };
 
-// Which storage type a tensor gets when a model is written in `matrices` precision: large
-// matrices and tables take it; routers, norms, vectors and convs stay f32 (seed 002 keeps the
-// router in f32; 1-D tensors are too small to matter).
-kernels::DType storage_type(const TensorInfo& t, kernels::DType matrices);
+// Which storage type a tensor gets when a model is made in `matrices` precision (wren init,
+// the trainer's export, init_weights): large matrices and tables take it; routers, norms,
+// vectors and convs stay f32 (seed 002 keeps the router in f32; 1-D tensors are too small to
+// matter). A row that `group` does not divide cannot be quantised: it is stored bf16.
+kernels::DType storage_type(const TensorInfo& t, kernels::DType matrices, int group = kernels::kDefaultGroup);
 
 // Draws every tensor from config/init_rule with a generator seeded by (seed, tensor name),
 // so a tensor's values do not depend on which other tensors exist, then stores it in

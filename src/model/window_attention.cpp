@@ -11,16 +11,18 @@
 
 namespace wren {
 
-void window_attention(const AttentionWeights& w, const MixerSpec& m, const ModelConfig& c, const float* x, int64_t pos,
-                      const KvCache& cache, AttentionScratch& s, float* group_scores, int64_t stride, float* out,
-                      kernels::ThreadPool* pool) {
-  project_query(w, m, c, x, pos, s.q.data(), pool);
+void window_attention(const AttentionStep& a, const KvCache& cache, GroupScores scores, float* out) {
+  const AttentionWeights& w = a.w;
+  const MixerSpec& m = a.m;
+  AttentionScratch& s = a.s;
+  const int64_t pos = a.pos;
+  project_query(w, m, a.c, a.x, pos, s.q.data(), a.pool);
   const int dh = m.head_dim, group = m.n_heads / m.n_kv_heads;
   const float scale = (m.scale > 0 ? float(m.scale) : 1.0f / std::sqrt(float(dh))) * w.rope.score_scale;
   const float cap = float(m.softcap);  // Gemma 2: logit = cap tanh(logit / cap)
   const int64_t first = cache.first(), n = pos + 1 - first;
   float* p = s.scores.data();
-  clear_group_scores(group_scores, stride, m.n_kv_heads, pos + 1);
+  clear_group_scores(scores, m.n_kv_heads, pos + 1);
   for (int h = 0; h < m.n_heads; ++h) {
     const float* q = s.q.data() + h * dh;
     const int kv = (h / group) * dh;
@@ -30,7 +32,7 @@ void window_attention(const AttentionWeights& w, const MixerSpec& m, const Model
       if (cap > 0) p[j] = cap * std::tanh(p[j] / cap);
       top = std::max(top, p[j]);
     }
-    record_group_scores(group_scores, stride, h / group, first, p, n);
+    record_group_scores(scores, h / group, first, p, n);
     const float sink = w.sinks.empty() ? -INFINITY : w.sinks[size_t(h)];
     top = std::max(top, sink);
     double sum = std::exp(double(sink - top));
@@ -39,7 +41,7 @@ void window_attention(const AttentionWeights& w, const MixerSpec& m, const Model
     std::fill(o, o + dh, 0.0f);
     for (int64_t j = 0; j < n; ++j) kernels::axpy(float(p[j] / sum), cache.value(first + j) + kv, dh, o);
   }
-  project_output(w, m, x, s, out, pool);
+  project_output(w, m, a.x, s, out, a.pool);
 }
 
 }  // namespace wren

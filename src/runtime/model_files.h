@@ -14,12 +14,6 @@ namespace wren {
 // Opens DIR (config.json, *.safetensors, engram.safetensors, tokenizer.json), validated.
 std::shared_ptr<const Model> open_model(const std::string& dir);
 
-// The storage types of io/ and kernels/ name the same layouts.
-kernels::DType kernel_type(StorageType s);
-StorageType storage_of(kernels::DType t);
-// A weight of an open model directory as a kernel view into its mapping.
-kernels::MatrixView matrix_view(const WeightView& w, const TensorInfo& t);
-
 // Writes a randomly initialised model directory for `c` (config/init_rule, model/weights),
 // matrices and tables in `matrices` (q8/q4 with `group`), streamed tensor by tensor so that
 // full-size models never sit in memory. `tokenizer_json` becomes DIR/tokenizer.json.

@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
+
+#include "config/read_file.h"
 
 namespace wren {
 
@@ -14,11 +14,7 @@ double WindowScore::perplexity() const { return std::exp(nll / double(scored)); 
 double WindowScore::bits_per_byte() const { return nll / std::log(2.0) / bytes; }
 
 std::vector<int32_t> tokenize_file(const text::Tokenizer& tok, const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return tok.encode(ss.str(), false);
+  return tok.encode(read_file(path), false);
 }
 
 int64_t window_length(const ModelConfig& c, int64_t requested) {

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "config/layer_plan.h"
 #include "kernels/ops.h"
 #include "model/engram.h"
 
@@ -61,7 +62,7 @@ Session::Session(std::shared_ptr<const Model> model, const SessionOptions& optio
   if (model_->engram) max_order = std::max(max_order, model_->engram->max_order());
   ngram_.resize(size_t(max_order));
   if (model_->engram) engram_rows_.resize(size_t(model_->engram->tables()));
-  const int n_blocks = c.residual.kind == ResidualKind::attn_residuals ? L / c.residual.block_size : 0;
+  const int n_blocks = residual_blocks(c);
   e_.resize(size_t(d_)), g_.resize(size_t(d_)), partial_.resize(size_t(d_)), x_.resize(size_t(streams_ * d_));
   blocks_.assign(size_t(n_blocks), std::vector<float>(size_t(d_)));
   h_.resize(size_t(d_)), xn_.resize(size_t(d_)), out_.resize(size_t(d_)), tmp_.resize(size_t(d_));
@@ -127,31 +128,34 @@ void Session::embed(int32_t token) {
 }
 
 // The input a sublayer (or a bridge) reads before its norm: the stream, the mix of the
-// attention-residual sources that exist at this point, or mHC's read of the streams (whose
-// write and mixing coefficients add_output then uses).
-const float* Session::sublayer_input(int layer, bool ffn, const MixWeights& mix, const MhcWeights& mhc) {
+// attention-residual sources that exist at this point (config/layer_plan.h), or mHC's read of
+// the streams; for mHC it also fills `boundary`, whose write and mixing coefficients the
+// caller hands to add_output.
+const float* Session::sublayer_input(int layer, bool ffn, const MixWeights& mix, const MhcWeights& mhc,
+                                     MhcBoundary& boundary) {
   const ModelConfig& c = model_->config;
   const float eps = float(c.norm.eps);
   switch (c.residual.kind) {
     case ResidualKind::plain:
       return x_.data();
     case ResidualKind::mhc:
-      mhc_coefficients(mhc, streams_, d_, eps, c.residual.sinkhorn_iters, x_.data(), boundary_, mhc_scratch_, &pool_);
-      mhc_read(boundary_, streams_, d_, x_.data(), h_.data());
+      mhc_coefficients(mhc, streams_, d_, eps, c.residual.sinkhorn_iters, x_.data(), boundary, mhc_scratch_, &pool_);
+      mhc_read(boundary, streams_, d_, x_.data(), h_.data());
       return h_.data();
     case ResidualKind::attn_residuals:
       break;
   }
-  sources_.x.clear();
-  sources_.x.push_back(e_.data());
-  if (model_->engram && layer >= 1) sources_.x.push_back(g_.data());
-  for (int b = 0; b < finished_blocks_; ++b) sources_.x.push_back(blocks_[size_t(b)].data());
-  if (!partial_empty_ || ffn) sources_.x.push_back(partial_.data());
+  gather_residual_sources(sublayer_sources(c, layer, ffn, finished_blocks_, partial_empty_));
   attn_res_mix(mix, sources_, d_, eps, c.norm.unit_offset, mix_weights_.data(), h_.data(), tmp_.data());
   return h_.data();
 }
 
-void Session::add_output(const float* out, const Vec& post_norm) {
+void Session::gather_residual_sources(const ResidualSourceSet& set) {
+  gather_sources<const float*>(set, e_.data(), g_.data(), [&](int b) { return blocks_[size_t(b)].data(); },
+                               partial_.data(), sources_.x);
+}
+
+void Session::add_output(const float* out, const Vec& post_norm, const MhcBoundary& boundary) {
   const ModelConfig& c = model_->config;
   if (!post_norm.empty()) {  // sandwich norm: the output is normalised before it is added
     kernels::rmsnorm(out, post_norm.data(), d_, float(c.norm.eps), c.norm.unit_offset, tmp_.data());
@@ -159,7 +163,7 @@ void Session::add_output(const float* out, const Vec& post_norm) {
   }
   switch (c.residual.kind) {
     case ResidualKind::plain: kernels::axpy(1.0f, out, d_, x_.data()); break;
-    case ResidualKind::mhc: mhc_write(boundary_, streams_, d_, out, x_.data(), mhc_scratch_); break;
+    case ResidualKind::mhc: mhc_write(boundary, streams_, d_, out, x_.data(), mhc_scratch_); break;
     case ResidualKind::attn_residuals:
       kernels::axpy(1.0f, out, d_, partial_.data());
       partial_empty_ = false;
@@ -172,7 +176,7 @@ void Session::bridge_kv(int layer) {
   const ModelConfig& c = model_->config;
   for (int j : model_->bridges_at[size_t(layer)]) {
     const LayerWeights& w = model_->layers[size_t(j)];
-    const float* h = sublayer_input(layer, false, w.kv_bridge, w.attn_mhc);
+    const float* h = sublayer_input(layer, false, w.kv_bridge, w.attn_mhc, bridge_boundary_);
     kernels::rmsnorm(h, w.attn_norm.data(), d_, float(c.norm.eps), c.norm.unit_offset, xn_.data());
     fill_cache(j, xn_.data());
   }
@@ -183,7 +187,7 @@ void Session::fill_cache(int i, const float* x) {
   const LayerWeights& w = model_->layers[size_t(i)];
   const int64_t pos = position() - 1;
   if (c.mixer(i).kind == MixerKind::mla) mla_append(w.mla, c.mixer(i), c, x, pos, mla_[size_t(i)], mla_scratch_, &pool_);
-  else append_kv(w.attn, c.mixer(i), c, x, pos, kv_[size_t(i)], attn_, &pool_);
+  else append_kv({w.attn, c.mixer(i), c, x, pos, attn_, &pool_}, kv_[size_t(i)]);
 }
 
 void Session::run_mixer(int i, const float* x, float* out) {
@@ -195,18 +199,17 @@ void Session::run_mixer(int i, const float* x, float* out) {
   const bool own_kv = c.layers[size_t(i)].kv.kind == KvSourceKind::own && c.has_cache(i);
   const bool recurrent = m.kind == MixerKind::gdn || m.kind == MixerKind::gdn2;
   if (own_kv && !recurrent) fill_cache(i, x);
-  float* group_scores = scores_[size_t(i)].empty() ? nullptr : scores_[size_t(i)].data();
+  const GroupScores kept{scores_[size_t(i)].empty() ? nullptr : scores_[size_t(i)].data(), context_};
+  const AttentionStep step{w.attn, m, c, x, pos, attn_, &pool_};
   switch (m.kind) {
     case MixerKind::attention:
-      window_attention(w.attn, m, c, x, pos, kv_[size_t(owner)], attn_, group_scores, context_, out, &pool_);
+      window_attention(step, kv_[size_t(owner)], kept, out);
       break;
     case MixerKind::relu2_attention:
-      relu2_attention(w.attn, m, c, x, pos, kv_[size_t(owner)], attn_, group_scores, context_, out, &pool_,
-                      probe_ ? &probe_->layers[size_t(i)].attention : nullptr);
+      relu2_attention(step, kv_[size_t(owner)], kept, out, probe_ ? &probe_->layers[size_t(i)].attention : nullptr);
       break;
     case MixerKind::sparse_reuse:
-      sparse_attention(w.attn, m, c.mixer(owner), c, x, pos, kv_[size_t(owner)], scores_[size_t(owner)].data(), context_,
-                       attn_, out, &pool_);
+      sparse_attention(step, c.mixer(owner), kv_[size_t(owner)], GroupScores{scores_[size_t(owner)].data(), context_}, out);
       break;
     case MixerKind::mla:
       mla_attention_absorbed(w.mla, m, c, x, pos, mla_[size_t(i)], mla_scratch_, out, &pool_);
@@ -237,10 +240,9 @@ void Session::forward(int32_t token, float* logits) {
   const ModelConfig& c = m.config;
   const float eps = float(c.norm.eps);
   embed(token);
-  const bool attn_res = c.residual.kind == ResidualKind::attn_residuals;
   for (int i = 0; i < c.n_layers(); ++i) {
     const LayerWeights& w = m.layers[size_t(i)];
-    if (attn_res && i > 0 && i % c.residual.block_size == 0) {
+    if (starts_block(c, i)) {
       std::copy(partial_.begin(), partial_.end(), blocks_[size_t(finished_blocks_++)].begin());
       std::fill(partial_.begin(), partial_.end(), 0.0f);
       partial_empty_ = true;
@@ -249,18 +251,18 @@ void Session::forward(int32_t token, float* logits) {
       engram_gate_add(w.engram, *w.engram_hasher, ngram_context(w.engram_hasher->max_order()), x_.data(), streams_, d_,
                       eps, c.norm.unit_offset, engram_gate_[size_t(i)], engram_scratch_, &pool_);
     bridge_kv(i);
-    const float* h = sublayer_input(i, false, w.attn_res, w.attn_mhc);
+    const float* h = sublayer_input(i, false, w.attn_res, w.attn_mhc, boundary_);
     kernels::rmsnorm(h, w.attn_norm.data(), d_, eps, c.norm.unit_offset, xn_.data());
     if (!logits && i >= m.prefill_exit) {  // early exit: only this layer's own cache entry remains
       if (c.layers[size_t(i)].kv.kind == KvSourceKind::own && c.has_cache(i)) fill_cache(i, xn_.data());
       return;
     }
     run_mixer(i, xn_.data(), out_.data());
-    add_output(out_.data(), w.attn_post_norm);
-    h = sublayer_input(i, true, w.ffn_res, w.ffn_mhc);
+    add_output(out_.data(), w.attn_post_norm, boundary_);
+    h = sublayer_input(i, true, w.ffn_res, w.ffn_mhc, boundary_);
     kernels::rmsnorm(h, w.ffn_norm.data(), d_, eps, c.norm.unit_offset, xn_.data());
     run_ffn(i, xn_.data(), out_.data());
-    add_output(out_.data(), w.ffn_post_norm);
+    add_output(out_.data(), w.ffn_post_norm, boundary_);
   }
   if (logits) finish(logits);  // a model with no exit layer runs every layer for every token
 }
@@ -272,10 +274,7 @@ void Session::finish(float* logits) {
   const float* h = x_.data();
   if (c.residual.kind == ResidualKind::attn_residuals) {
     std::copy(partial_.begin(), partial_.end(), blocks_[size_t(finished_blocks_++)].begin());
-    sources_.x.clear();
-    sources_.x.push_back(e_.data());
-    if (m.engram) sources_.x.push_back(g_.data());
-    for (int b = 0; b < finished_blocks_; ++b) sources_.x.push_back(blocks_[size_t(b)].data());
+    gather_residual_sources(final_sources(c, finished_blocks_));
     attn_res_mix(m.final_res, sources_, d_, eps, c.norm.unit_offset, mix_weights_.data(), h_.data(), tmp_.data());
     h = h_.data();
   } else if (c.residual.kind == ResidualKind::mhc) {

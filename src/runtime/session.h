@@ -12,6 +12,7 @@
 #include <span>
 #include <vector>
 
+#include "config/layer_plan.h"
 #include "kernels/threads.h"
 #include "model/attention.h"
 #include "model/attn_residuals.h"
@@ -63,12 +64,13 @@ class Session {
   void forward(int32_t token, float* logits);  // logits == nullptr: a non-final prompt token
   void embed(int32_t token);
   std::span<const int32_t> ngram_context(int order);
-  const float* sublayer_input(int layer, bool ffn, const MixWeights& mix, const MhcWeights& mhc);
+  const float* sublayer_input(int layer, bool ffn, const MixWeights& mix, const MhcWeights& mhc, MhcBoundary& boundary);
+  void gather_residual_sources(const ResidualSourceSet& set);
   void bridge_kv(int layer);
   void fill_cache(int layer, const float* x);  // a layer's own cache entry for this token
   void run_mixer(int layer, const float* x, float* out);
   void run_ffn(int layer, const float* x, float* out);
-  void add_output(const float* out, const Vec& post_norm);
+  void add_output(const float* out, const Vec& post_norm, const MhcBoundary& boundary);
   void finish(float* logits);
 
   std::shared_ptr<const Model> model_;
@@ -91,6 +93,7 @@ class Session {
   std::vector<float> e_, g_, partial_, x_;  // x_: the plain residual stream, or mHC's n streams [n][d]
   int streams_ = 1;
   MhcBoundary boundary_;                    // the current sublayer's mHC read / write / mix
+  MhcBoundary bridge_boundary_;             // a bridge's mHC read (its write is never used)
   std::vector<std::vector<float>> blocks_;  // finished block sums
   int finished_blocks_ = 0;
   bool partial_empty_ = true;

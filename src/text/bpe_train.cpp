@@ -9,6 +9,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "config/read_file.h"
 #include "text/unicode.h"
 
 namespace wren::text {
@@ -197,11 +198,9 @@ Json train_bpe(const std::vector<std::string>& texts, const BpeTrainOptions& o) 
 Json train_bpe_files(const std::vector<std::string>& paths, const BpeTrainOptions& options) {
   std::vector<std::string> texts;
   for (const std::string& p : paths) {
-    std::ifstream in(p, std::ios::binary);
-    if (!in) throw std::runtime_error(p + ": cannot open training text");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    texts.push_back(ss.str());
+    std::optional<std::string> text = try_read_file(p);
+    if (!text) throw std::runtime_error(p + ": cannot open training text");
+    texts.push_back(std::move(*text));
   }
   return train_bpe(texts, options);
 }

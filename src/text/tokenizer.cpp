@@ -70,9 +70,22 @@ Tokenizer Tokenizer::load(const std::string& path) { return from_json(parse_json
 Tokenizer Tokenizer::from_json(const Json& j, const std::string& origin) {
   Tokenizer t;
   JsonReader root(j, origin, "");
-
-  // The model: vocabulary and merges.
   JsonReader model = root.object("model");
+  t.read_model_options(model);
+  t.read_vocab(model);
+  t.read_merges(model);
+  t.read_added_tokens(root);
+  t.read_normalizer(root);
+  t.read_pre_tokenizer(root);
+  JsonReader dec = root.object("decoder");
+  dec.choice("type", {"ByteLevel"});
+  t.pieces_.resize(t.texts_.size());
+  for (size_t id = 0; id < t.texts_.size(); ++id) t.pieces_[id] = bytes_of(t.texts_[id]);
+  return t;
+}
+
+// The model: a BPE without the options we do not implement.
+void Tokenizer::read_model_options(JsonReader& model) {
   if (model.has("type") && model.string("type") != "BPE")
     model.fail("type", "only \"BPE\" models are supported, got \"" + model.string("type") + "\"");
   if (model.boolean_or("byte_fallback", false)) model.fail("byte_fallback", "byte fallback is not supported");
@@ -80,8 +93,11 @@ Tokenizer Tokenizer::from_json(const Json& j, const std::string& origin) {
     model.fail("dropout", "BPE dropout is not supported (it makes encoding random)");
   for (const char* affix : {"continuing_subword_prefix", "end_of_word_suffix"})
     if (!model.string_or(affix, "").empty()) model.fail(affix, "subword affixes are not supported");
-  t.ignore_merges_ = model.boolean_or("ignore_merges", false);
+  ignore_merges_ = model.boolean_or("ignore_merges", false);
+}
 
+// Vocabulary: token -> id, unique ids, every byte present (byte-level BPE).
+void Tokenizer::read_vocab(JsonReader& model) {
   const Json& vocab = model.raw("vocab");
   if (!vocab.is_object()) model.fail("vocab", "expected an object of token -> id, got " + json_value_text(vocab));
   int32_t max_id = -1;
@@ -90,27 +106,30 @@ Tokenizer Tokenizer::from_json(const Json& j, const std::string& origin) {
       model.fail("vocab", "token \"" + it.key() + "\" has id " + json_value_text(*it) + "; expected an integer in [0, 2^31-1)");
     int32_t id = int32_t(it->get<int64_t>());
     if (it.key().empty()) model.fail("vocab", "the empty string is not a token");
-    t.vocab_.emplace(it.key(), id);
+    vocab_.emplace(it.key(), id);
     max_id = std::max(max_id, id);
   }
   if (max_id > 16 * 1024 * 1024) model.fail("vocab", "id " + std::to_string(max_id) + " is implausibly large");
-  t.texts_.assign(size_t(max_id) + 1, "");
-  t.kind_.assign(size_t(max_id) + 1, 0);
-  for (auto& [text, id] : t.vocab_) {
-    if (t.kind_[id]) model.fail("vocab", "id " + std::to_string(id) + " is given to both \"" + t.texts_[id] + "\" and \"" + text + "\"");
-    t.texts_[id] = text;
-    t.kind_[id] = 1;
+  texts_.assign(size_t(max_id) + 1, "");
+  kind_.assign(size_t(max_id) + 1, 0);
+  for (auto& [text, id] : vocab_) {
+    if (kind_[id]) model.fail("vocab", "id " + std::to_string(id) + " is given to both \"" + texts_[id] + "\" and \"" + text + "\"");
+    texts_[id] = text;
+    kind_[id] = 1;
   }
   for (int b = 0; b < 256; ++b) {
-    auto it = t.vocab_.find(byte_to_piece(uint8_t(b)));
-    if (it == t.vocab_.end())
+    auto it = vocab_.find(byte_to_piece(uint8_t(b)));
+    if (it == vocab_.end())
       model.fail("vocab", "byte " + std::to_string(b) + " (\"" + byte_to_piece(uint8_t(b)) + "\") is missing; byte-level BPE needs all 256");
-    t.byte_ids_[b] = it->second;
+    byte_ids_[b] = it->second;
   }
+}
 
+// Merges: "left right" or ["left", "right"], ranked by their order.
+void Tokenizer::read_merges(JsonReader& model) {
   const Json& merges = model.raw("merges");
   if (!merges.is_array()) model.fail("merges", "expected a list, got " + json_value_text(merges));
-  t.merges_.reserve(merges.size());
+  merges_.reserve(merges.size());
   for (size_t i = 0; i < merges.size(); ++i) {
     const Json& m = merges[i];
     std::string where = "merges[" + std::to_string(i) + "]";
@@ -128,72 +147,70 @@ Tokenizer Tokenizer::from_json(const Json& j, const std::string& origin) {
     } else {
       model.fail(where, "expected \"left right\" or [\"left\", \"right\"], got " + json_value_text(m));
     }
-    auto ia = t.vocab_.find(a), ib = t.vocab_.find(b), ic = t.vocab_.find(a + b);
-    if (ia == t.vocab_.end() || ib == t.vocab_.end() || ic == t.vocab_.end())
+    auto ia = vocab_.find(a), ib = vocab_.find(b), ic = vocab_.find(a + b);
+    if (ia == vocab_.end() || ib == vocab_.end() || ic == vocab_.end())
       model.fail(where, "merge of \"" + a + "\" and \"" + b + "\" uses a token that is not in the vocab");
-    t.merges_[pair_key(ia->second, ib->second)] = Merge{int32_t(i), ic->second};  // a repeat wins, as in HF
+    merges_[pair_key(ia->second, ib->second)] = Merge{int32_t(i), ic->second};  // a repeat wins, as in HF
   }
+}
 
-  // Added tokens: matched in the raw text before anything else.
-  if (root.has("added_tokens")) {
-    const Json& list = root.raw("added_tokens");
-    if (!list.is_array()) root.fail("added_tokens", "expected a list, got " + json_value_text(list));
-    for (size_t i = 0; i < list.size(); ++i) {
-      JsonReader a = root.element("added_tokens", i);
-      Added added{a.string("content"), int32_t(a.integer("id", 0, 16 * 1024 * 1024)), a.boolean_or("special", false),
-                  a.boolean_or("lstrip", false), a.boolean_or("rstrip", false)};
-      if (added.content.empty()) a.fail("content", "must not be empty");
-      if (a.boolean_or("single_word", false)) a.fail("single_word", "single_word added tokens are not supported");
-      if (size_t(added.id) >= t.texts_.size()) {
-        t.texts_.resize(size_t(added.id) + 1);
-        t.kind_.resize(size_t(added.id) + 1, 0);
-      }
-      if (t.kind_[added.id] == 1 && t.texts_[added.id] != added.content)
-        a.fail("id", "id " + std::to_string(added.id) + " is also the vocab token \"" + t.texts_[added.id] + "\"");
-      if (t.kind_[added.id] >= 2) a.fail("id", "id " + std::to_string(added.id) + " is added twice");
-      t.texts_[added.id] = added.content;
-      t.kind_[added.id] = added.special ? 3 : 2;
-      t.added_.push_back(std::move(added));
+// Added tokens: matched in the raw text before anything else.
+void Tokenizer::read_added_tokens(JsonReader& root) {
+  if (!root.has("added_tokens")) return;
+  const Json& list = root.raw("added_tokens");
+  if (!list.is_array()) root.fail("added_tokens", "expected a list, got " + json_value_text(list));
+  for (size_t i = 0; i < list.size(); ++i) {
+    JsonReader a = root.element("added_tokens", i);
+    Added added{a.string("content"), int32_t(a.integer("id", 0, 16 * 1024 * 1024)), a.boolean_or("special", false),
+                a.boolean_or("lstrip", false), a.boolean_or("rstrip", false)};
+    if (added.content.empty()) a.fail("content", "must not be empty");
+    if (a.boolean_or("single_word", false)) a.fail("single_word", "single_word added tokens are not supported");
+    if (size_t(added.id) >= texts_.size()) {
+      texts_.resize(size_t(added.id) + 1);
+      kind_.resize(size_t(added.id) + 1, 0);
     }
-    if (t.added_.size() > 65535) root.fail("added_tokens", "too many added tokens");
-    for (size_t i = 0; i < t.added_.size(); ++i)
-      t.added_by_first_byte_[uint8_t(t.added_[i].content[0])].push_back(uint16_t(i));
-    for (auto& v : t.added_by_first_byte_)
-      std::stable_sort(v.begin(), v.end(), [&](uint16_t x, uint16_t y) { return t.added_[x].content.size() > t.added_[y].content.size(); });
+    if (kind_[added.id] == 1 && texts_[added.id] != added.content)
+      a.fail("id", "id " + std::to_string(added.id) + " is also the vocab token \"" + texts_[added.id] + "\"");
+    if (kind_[added.id] >= 2) a.fail("id", "id " + std::to_string(added.id) + " is added twice");
+    texts_[added.id] = added.content;
+    kind_[added.id] = added.special ? 3 : 2;
+    added_.push_back(std::move(added));
   }
+  if (added_.size() > 65535) root.fail("added_tokens", "too many added tokens");
+  for (size_t i = 0; i < added_.size(); ++i)
+    added_by_first_byte_[uint8_t(added_[i].content[0])].push_back(uint16_t(i));
+  for (auto& v : added_by_first_byte_)
+    std::stable_sort(v.begin(), v.end(), [&](uint16_t x, uint16_t y) { return added_[x].content.size() > added_[y].content.size(); });
+}
 
-  // Normalizer: none or NFC.
-  if (root.has("normalizer")) {
-    JsonReader n = root.object("normalizer");
-    int type = n.choice("type", {"NFC", "Sequence"});
-    if (type == 1) {
-      const Json& list = n.raw("normalizers");
-      if (!list.is_array() || list.size() > 1)
-        n.fail("normalizers", "only an empty list or a single NFC normalizer is supported");
-      for (size_t i = 0; i < list.size(); ++i) n.element("normalizers", i).choice("type", {"NFC"});
-    }
-    t.nfc_ = type == 0 || !n.raw("normalizers").empty();
+// Normalizer: none or NFC.
+void Tokenizer::read_normalizer(JsonReader& root) {
+  if (!root.has("normalizer")) return;
+  JsonReader n = root.object("normalizer");
+  int type = n.choice("type", {"NFC", "Sequence"});
+  if (type == 1) {
+    const Json& list = n.raw("normalizers");
+    if (!list.is_array() || list.size() > 1)
+      n.fail("normalizers", "only an empty list or a single NFC normalizer is supported");
+    for (size_t i = 0; i < list.size(); ++i) n.element("normalizers", i).choice("type", {"NFC"});
   }
+  nfc_ = type == 0 || !n.raw("normalizers").empty();
+}
 
-  // Pre-tokenizer: ByteLevel, or a Sequence of Splits and a ByteLevel.
+// Pre-tokenizer: ByteLevel, or a Sequence of Splits and a ByteLevel.
+void Tokenizer::read_pre_tokenizer(JsonReader& root) {
   if (root.has("pre_tokenizer")) {
     JsonReader p = root.object("pre_tokenizer");
     if (p.has("type") && p.string("type") == "Sequence") {
       const Json& list = p.raw("pretokenizers");
       if (!list.is_array()) p.fail("pretokenizers", "expected a list, got " + json_value_text(list));
-      for (size_t i = 0; i < list.size(); ++i) t.pre_steps_.push_back(read_pre_step<PreStep>(p.element("pretokenizers", i)));
+      for (size_t i = 0; i < list.size(); ++i) pre_steps_.push_back(read_pre_step<PreStep>(p.element("pretokenizers", i)));
     } else {
-      t.pre_steps_.push_back(read_pre_step<PreStep>(p));
+      pre_steps_.push_back(read_pre_step<PreStep>(p));
     }
   }
-  if (std::none_of(t.pre_steps_.begin(), t.pre_steps_.end(), [](const PreStep& s) { return s.byte_level; }))
+  if (std::none_of(pre_steps_.begin(), pre_steps_.end(), [](const PreStep& s) { return s.byte_level; }))
     root.fail("pre_tokenizer", "no ByteLevel pre-tokenizer; only byte-level BPE is supported");
-  JsonReader dec = root.object("decoder");
-  dec.choice("type", {"ByteLevel"});
-
-  t.pieces_.resize(t.texts_.size());
-  for (size_t id = 0; id < t.texts_.size(); ++id) t.pieces_[id] = bytes_of(t.texts_[id]);
-  return t;
 }
 
 // ---- encoding ---------------------------------------------------------------------------

@@ -76,6 +76,14 @@ class Tokenizer {
     int32_t rank, id;
   };
 
+  // The steps of from_json, in order; each fails naming the field it reads.
+  void read_model_options(JsonReader& model);
+  void read_vocab(JsonReader& model);
+  void read_merges(JsonReader& model);
+  void read_added_tokens(JsonReader& root);
+  void read_normalizer(JsonReader& root);
+  void read_pre_tokenizer(JsonReader& root);
+
   void encode_segment(std::string_view text, std::vector<int32_t>& out) const;
   void encode_piece(std::string_view bytes, std::vector<int32_t>& out) const;
   void bpe(std::string_view bytes, std::vector<int32_t>& out) const;

@@ -2,10 +2,9 @@
 // trainer uses (config/init_rule). Written to a temporary directory, then renamed.
 #include <CLI/CLI.hpp>
 
-#include <fstream>
-#include <sstream>
 
 #include "config/parse.h"
+#include "config/read_file.h"
 #include "runtime/model_files.h"
 #include "text/bpe_train.h"
 #include "tools/commands.h"
@@ -29,18 +28,10 @@ kernels::DType parse_dtype(const std::string& s) {
   throw std::runtime_error("--dtype: \"" + s + "\"; expected f32, bf16, q8 or q4");
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 void run(const InitArgs& a) {
   const ModelConfig c = resolve_model_config(a.config);
   // Without a tokenizer, the 256 byte tokens and <|endoftext|>: enough to run any config.
-  std::string tokenizer = a.tokenizer.empty() ? text::train_bpe({}, {.vocab_size = 257}).dump() : read_text(a.tokenizer);
+  std::string tokenizer = a.tokenizer.empty() ? text::train_bpe({}, {.vocab_size = 257}).dump() : read_file(a.tokenizer);
   write_random_model(a.out, c, a.seed, parse_dtype(a.dtype), a.group, tokenizer, a.force, a.threads);
 }
 

@@ -1,17 +1,18 @@
-// wren train: train a model from a config on text files (train/trainer.h) and export an
-// engine-ready model directory. Built only with libtorch (WREN_TRAIN).
+// wren-train (run as `wren train`): train a model from a config on text files
+// (train/trainer.h) and export an engine-ready model directory. Its own binary, built only
+// with libtorch (WREN_TRAIN), so that `wren` never loads torch (tools/cmd_train_launch.cpp).
 #include <CLI/CLI.hpp>
 
 #include <map>
 #include <string>
 
-#include "tools/commands.h"
+#include "tools/cli_main.h"
 #include "train/trainer.h"
 
 namespace wren::tools {
+namespace {
 
-void register_train(CLI::App& app) {
-  auto* cmd = app.add_subcommand("train", "train a model on text files and export a model directory");
+void add_train_options(CLI::App* cmd) {
   static train::TrainOptions o;
   static std::string dtype = "q8";
   static double muon_lr = o.optim.muon.lr, adam_lr = o.optim.adamw_no_decay.lr;
@@ -53,4 +54,12 @@ void register_train(CLI::App& app) {
   });
 }
 
+}  // namespace
 }  // namespace wren::tools
+
+int main(int argc, char** argv) {
+  CLI::App app{"wren train: train a model on text files and export a model directory"};
+  app.name("wren train");
+  wren::tools::add_train_options(&app);
+  return wren::tools::run_cli(app, argc, argv);
+}

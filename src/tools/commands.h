@@ -13,9 +13,7 @@ void register_generate(CLI::App& app);
 void register_perplexity(CLI::App& app);
 void register_sparsity(CLI::App& app);
 void register_tokenizer(CLI::App& app);
-#ifdef WREN_WITH_TRAIN
-void register_train(CLI::App& app);
-#endif
+void register_train(CLI::App& app);  // runs wren-train (the libtorch trainer) beside wren
 
 inline void register_all(CLI::App& app) {
   register_bench(app);
@@ -25,9 +23,7 @@ inline void register_all(CLI::App& app) {
   register_perplexity(app);
   register_sparsity(app);
   register_tokenizer(app);
-#ifdef WREN_WITH_TRAIN
-  register_train(app);  // only when built with libtorch
-#endif
+  register_train(app);
 }
 
 }  // namespace wren::tools

@@ -7,6 +7,7 @@
 #include <optional>
 #include <sstream>
 
+#include "config/read_file.h"
 #include "text/unicode.h"
 
 namespace wren::train {
@@ -17,13 +18,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw DataError("data: cannot open '" + path + "'");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw DataError("data: cannot read '" + path + "'");
-  std::string s = ss.str();
+std::string read_corpus_file(const std::string& path) {
+  std::optional<std::string> bytes = try_read_file(path);
+  if (!bytes) throw DataError("data: cannot open '" + path + "'");
+  std::string s = std::move(*bytes);
   // utf8_lossy leaves valid UTF-8 unchanged, so the first difference is the first bad byte.
   const std::string repaired = text::utf8_lossy(s);
   if (repaired != s) {
@@ -85,7 +83,7 @@ std::vector<Document> read_documents(const std::vector<std::string>& paths, cons
   files.erase(std::unique(files.begin(), files.end()), files.end());
   std::vector<Document> docs;
   for (const std::string& f : files)
-    for (Document& d : split_documents(f, read_file(f), eot_marker)) docs.push_back(std::move(d));
+    for (Document& d : split_documents(f, read_corpus_file(f), eot_marker)) docs.push_back(std::move(d));
   return docs;
 }
 

@@ -8,7 +8,6 @@
 #include "config/parse.h"
 #include "io/model_dir.h"
 #include "model/weights.h"
-#include "runtime/model_files.h"
 
 namespace wren::train {
 
@@ -38,12 +37,10 @@ void export_model_dir(const Model& model, const ModelConfig& c, const std::strin
   WeightSupplier supply = [&](const TensorInfo& t) {
     const torch::Tensor values = model.tensor(t.name).detach().to(torch::kCPU, torch::kFloat32).contiguous();
     const int64_t rows = matrix_rows(t), cols = matrix_cols(t);
-    kernels::DType type = storage_type(t, matrices);
-    const bool grouped = type == kernels::DType::q8 || type == kernels::DType::q4;
-    if (grouped && cols % group) type = kernels::DType::bf16;  // rows too short for a group, as `wren init`
-    const bool quantized = type == kernels::DType::q8 || type == kernels::DType::q4;
+    const kernels::DType type = storage_type(t, matrices, group);
+    const bool quantized = is_quantized(type);
     const kernels::Matrix m = kernels::encode_matrix(values.data_ptr<float>(), rows, cols, type, quantized ? group : 0);
-    return weight_data(storage_of(type), m.values,
+    return weight_data(type, m.values,
                        bytes_of(m.scales.data(), m.scales.size() * sizeof(kernels::F16)), quantized ? group : 0);
   };
   ModelDirWriteOptions options;
@@ -63,7 +60,7 @@ void load_model_dir_into(Model& model, const std::string& dir) {
   check_same_map(model.weight_map(), files.weight_map(), dir);
   torch::NoGradGuard no_grad;
   for (const TensorInfo& t : files.weight_map().tensors) {
-    const kernels::MatrixView v = matrix_view(files.weight(t.name), t);
+    const kernels::MatrixView v = matrix_view(files.weight(t.name));
     torch::Tensor values = torch::empty(t.shape, torch::kFloat32);
     for (int64_t r = 0; r < v.rows; ++r) kernels::decode_row(v, r, values.data_ptr<float>() + r * v.cols);
     const torch::Tensor& target = model.tensor(t.name);

@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "config/weight_slots.h"
+
 namespace wren::train {
 
 namespace {
@@ -224,17 +226,7 @@ torch::Tensor chunk_wy(const Inputs& in, const torch::Tensor& start, int64_t t0,
 }  // namespace
 
 void gdn_slots(std::map<std::string, torch::Tensor*>& slots, GdnParams& p) {
-  const std::pair<const char*, torch::Tensor*> table[] = {
-      {"attn.wq", &p.wq},           {"attn.wk", &p.wk},           {"attn.wv", &p.wv},
-      {"attn.conv_q", &p.conv_q},   {"attn.conv_k", &p.conv_k},   {"attn.conv_v", &p.conv_v},
-      {"attn.w_decay", &p.w_decay}, {"attn.w_decay_a", &p.w_decay_a}, {"attn.w_decay_b", &p.w_decay_b},
-      {"attn.decay_bias", &p.decay_bias},
-      {"attn.w_erase", &p.w_erase}, {"attn.w_erase_a", &p.w_erase_a}, {"attn.w_erase_b", &p.w_erase_b},
-      {"attn.w_write", &p.w_write}, {"attn.w_write_a", &p.w_write_a}, {"attn.w_write_b", &p.w_write_b},
-      {"attn.w_beta", &p.w_beta},   {"attn.a_log", &p.a_log},
-      {"attn.wg", &p.wg},           {"attn.wg_a", &p.wg_a},       {"attn.wg_b", &p.wg_b},
-      {"attn.o_norm", &p.o_norm},   {"attn.wo", &p.wo}};
-  for (const auto& [name, slot] : table) slots[name] = slot;
+  slots::gdn(p, [&](const std::string& name, torch::Tensor& t) { slots[name] = &t; });
 }
 
 int64_t gdn_chunk_length(const MixerSpec& m) { return m.kind == MixerKind::gdn2 ? 16 : 64; }

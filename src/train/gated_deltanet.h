@@ -45,7 +45,7 @@ struct GdnParams {
   torch::Tensor wo;
 };
 
-// Fills slots: layer-local weight-map name ("attn.wq", ..., as in the table above) -> &member.
+// Fills slots: layer-local weight-map name ("attn.wq", ..., config/weight_slots.h) -> &member.
 // Assigns (overwrites) entries of the same name, so a caller that already put the attention
 // slots "attn.wq" etc. into the map can call this for a GDN layer to take them over.
 void gdn_slots(std::map<std::string, torch::Tensor*>& slots, GdnParams& p);

@@ -17,7 +17,9 @@
 #include <stdexcept>
 
 #include "config/init_rule.h"
-#include "model/mla.h"
+#include "config/layer_plan.h"
+#include "config/weight_slots.h"
+#include "model/rope.h"
 #include "model/weights.h"
 #include "train/common.h"
 
@@ -44,63 +46,11 @@ Layout make_layout(const torch::Tensor& tokens, int32_t eot) {
 
 namespace {
 
-// Weight-map names relative to their layer, to the slot each fills (as model/model.cpp).
-using Slots = std::map<std::string, torch::Tensor*>;
-
-void ffn_slots(Slots& s, const std::string& p, FfnParams& f) {
-  s.insert({{p + "w_gate", &f.w_gate}, {p + "w_up", &f.w_up}, {p + "w_down", &f.w_down},
-            {p + "b_gate", &f.b_gate}, {p + "b_up", &f.b_up}, {p + "b_down", &f.b_down}});
-}
-
-void mix_slots(Slots& s, const std::string& p, MixParams& m) {
-  s.insert({{p + "query", &m.query}, {p + "norm", &m.norm}});
-}
-
-void mhc_slots(Slots& s, const std::string& p, MhcParams& m) {
-  s.insert({{p + "phi", &m.phi}, {p + "alpha", &m.alpha}, {p + "bias", &m.bias}});
-}
-
-// The mixer's "attn." tensors go to the members of its kind.
-Slots layer_slots(LayerParams& l, MixerKind kind) {
-  Slots s = {{"attn_norm", &l.attn_norm}, {"ffn_norm", &l.ffn_norm}, {"attn_post_norm", &l.attn_post_norm},
-             {"ffn_post_norm", &l.ffn_post_norm}};
-  mix_slots(s, "attn_res.", l.attn_res);
-  mix_slots(s, "ffn_res.", l.ffn_res);
-  mix_slots(s, "kv_bridge.", l.kv_bridge);
-  mhc_slots(s, "attn_mhc.", l.attn_mhc);
-  mhc_slots(s, "ffn_mhc.", l.ffn_mhc);
-  EngramGateParams& e = l.engram;
-  s.insert({{"engram.tables", &e.tables}, {"engram.w_value", &e.w_value}, {"engram.w_key", &e.w_key},
-            {"engram.key_norm", &e.key_norm}, {"engram.stream_norm", &e.stream_norm}, {"engram.conv", &e.conv}});
-  if (kind == MixerKind::gdn || kind == MixerKind::gdn2) {
-    gdn_slots(s, l.gdn);
-  } else if (kind == MixerKind::mla) {
-    MlaParams& a = l.mla;
-    s.insert({{"attn.wq", &a.wq}, {"attn.wq_a", &a.wq_a}, {"attn.q_a_norm", &a.q_a_norm}, {"attn.wq_b", &a.wq_b},
-              {"attn.wkv_a", &a.wkv_a}, {"attn.kv_a_norm", &a.kv_a_norm}, {"attn.wk_b", &a.wk_b},
-              {"attn.wv_b", &a.wv_b}, {"attn.wg", &a.wg}, {"attn.wo", &a.wo}});
-  } else {
-    AttentionParams& a = l.attn;
-    s.insert({{"attn.wq", &a.wq}, {"attn.wk", &a.wk}, {"attn.wv", &a.wv}, {"attn.wg", &a.wg}, {"attn.wo", &a.wo},
-              {"attn.bq", &a.bq}, {"attn.bk", &a.bk}, {"attn.bv", &a.bv}, {"attn.bo", &a.bo},
-              {"attn.q_norm", &a.q_norm}, {"attn.k_norm", &a.k_norm}, {"attn.sinks", &a.sinks}});
-  }
-  ffn_slots(s, "ffn.", l.dense);
-  MoeParams& m = l.moe;
-  s.insert({{"ffn.router", &m.router}, {"ffn.router_bias", &m.router_bias}, {"ffn.balance_bias", &m.balance_bias},
-            {"ffn.latent_down", &m.latent_down}, {"ffn.latent_up", &m.latent_up}, {"ffn.shared_gate", &m.shared_gate}});
-  ffn_slots(s, "ffn.experts.", m.experts);
-  ffn_slots(s, "ffn.shared.", m.shared);
-  return s;
-}
-
-// swiglu_oai (gpt-oss's clamped experts) is refused here as the engine refuses it (model/model.cpp).
-void check_supported(const ModelConfig& c) {
-  for (auto& [name, f] : c.ffns)
-    if (f.activation == Activation::swiglu_oai)
-      throw std::runtime_error("model " + c.name + ": the training reference does not implement swiglu_oai (ffns." +
-                               name + ")");
-}
+// The reference's slots by name (config/weight_slots.h): every tensor a torch tensor.
+struct Slots {
+  std::map<std::string, torch::Tensor*> named;
+  void operator()(const std::string& name, torch::Tensor& t) { named[name] = &t; }
+};
 
 // The residual state of a forward (the batched form of the Session's e_, g_, x_, blocks_,
 // partial_, boundary_): the plain stream x [B, T, d], mHC's streams x [B, T, n, d], or the
@@ -128,7 +78,7 @@ struct Residual {
 
   // Layer i's block boundary: the partial sum becomes the next finished block.
   void begin_layer(int i) {
-    if (!attn_res() || i == 0 || i % c.residual.block_size) return;
+    if (!starts_block(c, i)) return;
     blocks.push_back(partial);
     partial = torch::zeros_like(e);
     partial_empty = true;
@@ -141,11 +91,12 @@ struct Residual {
       return mhc_read(boundary, x);
     }
     if (!attn_res()) return x;
-    std::vector<torch::Tensor> sources{e};
-    if (g.defined() && i >= 1) sources.push_back(g);
-    sources.insert(sources.end(), blocks.begin(), blocks.end());
-    if (!partial_empty || ffn) sources.push_back(partial);
-    return attn_res_mix(mix, sources, c);
+    return attn_res_mix(mix, sources(sublayer_sources(c, i, ffn, int(blocks.size()), partial_empty)), c);
+  }
+  std::vector<torch::Tensor> sources(const ResidualSourceSet& set) const {
+    std::vector<torch::Tensor> out;
+    gather_sources(set, e, g, [&](int b) { return blocks[size_t(b)]; }, partial, out);
+    return out;
   }
   void add(torch::Tensor out, const torch::Tensor& post_norm) {
     if (post_norm.defined()) out = rmsnorm(out, post_norm, c);  // sandwich norm
@@ -164,17 +115,14 @@ struct Residual {
     if (mhc()) return mhc_readout(final_mhc, x, c);
     if (!attn_res()) return x;
     blocks.push_back(partial);
-    std::vector<torch::Tensor> sources{e};
-    if (g.defined()) sources.push_back(g);
-    sources.insert(sources.end(), blocks.begin(), blocks.end());
-    return attn_res_mix(final_res, sources, c);
+    return attn_res_mix(final_res, sources(final_sources(c, int(blocks.size()))), c);
   }
 };
 
 }  // namespace
 
 Model::Model(const ModelConfig& c, uint64_t seed, int32_t eot) : config_(c), map_(build_weight_map(c)), eot_(eot) {
-  check_supported(c);
+  check_supported(c, "training reference");
   if (eot < -1 || eot >= c.rows())
     throw std::invalid_argument("train::Model: end-of-text id " + std::to_string(eot) + " outside [-1, " +
                                 std::to_string(c.rows()) + ")");
@@ -212,34 +160,30 @@ const torch::Tensor& Model::tensor(const std::string& name) const {
 void Model::bind_slots() {
   const ModelConfig& c = config_;
   layers_.resize(size_t(c.n_layers()));
-  bridges_at_.assign(size_t(c.n_layers()), {});
-  for (int i = 0; i < c.n_layers(); ++i)
-    if (c.layers[size_t(i)].kv.kind == KvSourceKind::bridge) bridges_at_[size_t(c.layers[size_t(i)].kv.layer)].push_back(i);
-  Slots top = {{"embed", &embed_}, {"lm_head", &lm_head_}, {"final_norm", &final_norm_}, {"engram.tables", &engram_tables_}};
-  mix_slots(top, "final_res.", final_res_);
-  mhc_slots(top, "final_mhc.", final_mhc_);
-  std::vector<Slots> per_layer;
-  for (int i = 0; i < c.n_layers(); ++i) per_layer.push_back(layer_slots(layers_[size_t(i)], c.mixer(i).kind));
+  bridges_at_ = bridges_at(c);
+  struct {
+    torch::Tensor &embed, &lm_head, &engram_tables, &final_norm;
+    MixParams& final_res;
+    MhcParams& final_mhc;
+  } model_level{embed_, lm_head_, engram_tables_, final_norm_, final_res_, final_mhc_};
+  Slots top;
+  slots::top(model_level, top);
+  std::vector<Slots> per_layer(size_t(c.n_layers()));
+  for (int i = 0; i < c.n_layers(); ++i) slots::layer(c.mixer(i).kind, layers_[size_t(i)], per_layer[size_t(i)]);
   for (const Param& p : params_) {
-    Slots* s = &top;
-    std::string local = p.info.name;
-    if (p.info.layer >= 0) {
-      s = &per_layer[size_t(p.info.layer)];
-      local = local.substr(local.find('.', 7) + 1);  // "layers.12.attn.wq" -> "attn.wq"
-    }
-    auto it = s->find(local);
-    if (it == s->end()) throw std::runtime_error("train::Model: tensor " + p.info.name + " has no place in the reference");
+    auto [layer, local] = slots::split_name(p.info.name);
+    Slots& s = layer < 0 ? top : per_layer[size_t(layer)];
+    auto it = s.named.find(local);
+    if (it == s.named.end()) throw std::runtime_error("train::Model: tensor " + p.info.name + " has no place in the reference");
     *it->second = p.tensor;
   }
   if (c.tie_embeddings) lm_head_ = embed_;
-  if (c.engram && c.engram->placement == EngramPlacement::residual_source) engram_.emplace(*c.engram);
-  // Nenya's engram: each layer it is added before has its own tables and hash multipliers.
-  if (c.engram && c.engram->placement == EngramPlacement::gated_add)
-    for (int at : c.engram->layers) layers_[size_t(at)].engram.hasher.emplace(*c.engram, uint64_t(at));
+  engram_ = residual_engram_hasher(c);
   for (int i = 0; i < c.n_layers(); ++i) {
-    const MixerSpec& m = c.mixer(i);
-    if (m.kind == MixerKind::mla) layers_[size_t(i)].mla.rope = mla_rope(m);
-    else if (m.rope) layers_[size_t(i)].attn.rope = rope_table(*m.rope, m.rope->rotary_dim ? m.rope->rotary_dim : m.head_dim);
+    LayerParams& l = layers_[size_t(i)];
+    if (c.mixer(i).kind == MixerKind::mla) l.mla.rope = layer_rope(c.mixer(i));
+    else l.attn.rope = layer_rope(c.mixer(i));
+    l.engram.hasher = layer_engram_hasher(c, i);
   }
 }
 

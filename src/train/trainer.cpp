@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "config/parse.h"
+#include "config/read_file.h"
 #include "io/safetensors.h"
 #include "text/tokenizer.h"
 #include "train/balance.h"
@@ -24,14 +25,6 @@ namespace wren::train {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // ---- Checkpoints: DIR/params.safetensors (every weight-map tensor, f32, buffers included),
 // DIR/muon.state, DIR/adamw.state, DIR/step. Written to DIR.tmp, then swapped in.

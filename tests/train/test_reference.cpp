@@ -132,7 +132,7 @@ TEST(TrainReference, ExportWritesExactlyTheWeightMap) {
   ASSERT_EQ(files.weight_map().tensors.size(), model.params().size());
   for (const train::Param& p : model.params()) {
     const WeightView& w = files.weight(p.info.name);
-    ASSERT_EQ(w.storage, StorageType::f32) << p.info.name;
+    ASSERT_EQ(w.storage, kernels::DType::f32) << p.info.name;
     const torch::Tensor stored = torch::from_blob(const_cast<uint8_t*>(w.data), p.info.shape, torch::kFloat32);
     EXPECT_TRUE(torch::equal(stored, p.tensor.detach())) << p.info.name;
   }
