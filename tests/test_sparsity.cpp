@@ -161,7 +161,7 @@ TEST(Sparsity, DeadNeuronsMatchADirectRecount) {
   std::vector<int64_t> fires(size_t(f.hidden));
   int64_t fired = 0, near_zero = 0;
   for (int t = 0; t < T; ++t) {
-    dense_ffn(f, w, xs.data() + t * d, y.data(), s, nullptr, &p);
+    dense_ffn(w, {f, xs.data() + t * d, y.data(), s, nullptr, &p});
     const std::vector<double> u = times(w.w_up, xs.data() + t * d);
     for (int r = 0; r < f.hidden; ++r) {
       fires[size_t(r)] += u[size_t(r)] > 0, fired += u[size_t(r)] > 0;

@@ -1,100 +1,146 @@
-// kernels/: the thread pool. Workers sleep on a condition variable between jobs; a job is
-// a function pointer, its context and the range [0, n), cut the same way every time.
+// kernels/: the thread pool. A job is a function pointer, its context and n items; the
+// workers spin briefly on the job epoch, then sleep on it (a futex: std::atomic::wait).
 #include "kernels/threads.h"
 
 #include <algorithm>
+#include <chrono>
+#include <map>
+#include <memory>
 
 namespace wren::kernels {
 
 namespace {
-thread_local bool t_inside_job = false;  // set while a chunk runs: nested calls go serial
+
+thread_local bool t_inside_job = false;  // set while an item runs: nested calls go serial
+
+// How long a worker keeps polling for the next job before it sleeps. Decode's regions are
+// microseconds apart, a futex wake-up costs tens of microseconds under a hypervisor; past
+// this a worker stops taking a core from whatever else runs.
+constexpr auto kSpin = std::chrono::microseconds(100);
+// How long a caller polls for the workers' last items before it sleeps: items are ~10 us.
+constexpr auto kCallerSpin = std::chrono::microseconds(50);
+
+// The spin-wait hint: lets the sibling hyper-thread run and saves power while polling.
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
 }
 
+constexpr uint64_t pack(uint64_t count, uint64_t next) { return count << 32 | next; }
+// Items beyond this many run serially: next may pass count by one per thread.
+constexpr int64_t kMaxItems = (int64_t(1) << 32) - (int64_t(1) << 16);
+
+}  // namespace
+
 ThreadPool::ThreadPool(int n_threads) {
-  if (n_threads <= 0) n_threads = std::max(1u, std::thread::hardware_concurrency());
-  for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  if (n_threads <= 0) n_threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 
 ThreadPool::~ThreadPool() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  start_cv_.notify_all();
+  stop_.store(true);
+  epoch_.fetch_add(1);
+  epoch_.notify_all();
   for (auto& t : workers_) t.join();
 }
 
-// Chunk i of size(): the [0, n) range in units of `align`, the first n_units % size()
-// chunks one unit longer.
-void ThreadPool::chunk(int index, int64_t& begin, int64_t& end) const {
-  const int64_t units = (n_ + align_ - 1) / align_, parts = size();
-  const int64_t per = units / parts, extra = units % parts;
-  const int64_t first = index * per + std::min<int64_t>(index, extra);
-  const int64_t count = per + (index < extra ? 1 : 0);
-  begin = std::min(n_, first * align_);
-  end = std::min(n_, (first + count) * align_);
+ThreadPool& ThreadPool::shared(int n_threads) {
+  if (n_threads <= 0) n_threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  static std::mutex mu;
+  static std::map<int, std::unique_ptr<ThreadPool>> pools;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& pool = pools[n_threads];
+  if (!pool) pool = std::make_unique<ThreadPool>(n_threads);
+  return *pool;
 }
 
-void ThreadPool::run(int64_t n, int64_t align, Body body, void* ctx) {
+void ThreadPool::take_items() {
+  uint32_t ran = 0;
+  for (;;) {
+    const uint64_t s = items_.fetch_add(1, std::memory_order_acquire);
+    const uint64_t i = s & 0xffffffffu, n = s >> 32;
+    if (i >= n) break;
+    // body_ and ctx_ stay fixed until this item is counted done: the caller waits for that.
+    try {
+      body_(ctx_, int64_t(i));
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mu_);
+      if (!error_) error_ = std::current_exception();
+    }
+    ++ran;
+  }
+  if (ran == 0) return;
+  // One count per thread and job, not per item: the counter's cache line is shared.
+  // The caller counts itself as waiting before it reads done_ and sleeps (both sequentially
+  // consistent), so the last count either is seen by it or sees it and wakes it.
+  done_.fetch_add(ran, std::memory_order_seq_cst);
+  if (caller_waiting_.load(std::memory_order_seq_cst)) done_.notify_one();
+}
+
+void ThreadPool::run(int64_t n, Body body, void* ctx) {
   if (n <= 0) return;
-  if (t_inside_job || workers_.empty()) {
-    body(ctx, 0, n);
-    return;
-  }
-  std::lock_guard<std::mutex> job_lock(job_mu_);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    body_ = body;
-    ctx_ = ctx;
-    n_ = n;
-    align_ = std::max<int64_t>(1, align);
-    error_ = nullptr;
-    pending_ = int(workers_.size());
-    ++generation_;
-  }
-  start_cv_.notify_all();
+  const auto serial = [&] {
+    for (int64_t i = 0; i < n; ++i) body(ctx, i);
+  };
+  if (t_inside_job || workers_.empty() || n == 1 || n > kMaxItems) return serial();
+  std::unique_lock<std::mutex> job(job_mu_, std::try_to_lock);
+  if (!job.owns_lock()) return serial();  // another session's job has the workers
 
-  int64_t begin, end;
-  chunk(0, begin, end);
-  std::exception_ptr mine;
+  body_ = body;
+  ctx_ = ctx;
+  error_ = nullptr;
+  done_.store(0, std::memory_order_relaxed);
+  caller_waiting_.store(false, std::memory_order_relaxed);
+  items_.store(pack(uint64_t(n), 0), std::memory_order_release);
+  epoch_.fetch_add(1, std::memory_order_seq_cst);
+  if (sleepers_.load(std::memory_order_seq_cst) > 0) epoch_.notify_all();
+
   t_inside_job = true;
-  try {
-    if (begin < end) body(ctx, begin, end);
-  } catch (...) {
-    mine = std::current_exception();
-  }
+  take_items();
   t_inside_job = false;
-
-  std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [this] { return pending_ == 0; });
-  if (mine) std::rethrow_exception(mine);
+  // The last items may still run on workers: spin briefly, then sleep (on a loaded
+  // machine the worker may have lost its core, and needs ours more than we do).
+  const uint32_t all = uint32_t(n);
+  const auto start = std::chrono::steady_clock::now();
+  for (int spins = 1; done_.load(std::memory_order_acquire) < all; ++spins) {
+    cpu_relax();
+    if (spins % 64 == 0 && std::chrono::steady_clock::now() - start > kCallerSpin) {
+      caller_waiting_.store(true, std::memory_order_seq_cst);
+      for (uint32_t d; (d = done_.load(std::memory_order_seq_cst)) < all;) done_.wait(d, std::memory_order_seq_cst);
+      break;
+    }
+  }
   if (error_) std::rethrow_exception(error_);
 }
 
-void ThreadPool::worker_loop(int index) {
-  uint64_t seen = 0;
+void ThreadPool::wait_for_job(uint32_t seen) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int spins = 1;; ++spins) {
+    if (epoch_.load(std::memory_order_acquire) != seen) return;
+    cpu_relax();
+    if (spins % 256 == 0 && std::chrono::steady_clock::now() - start > kSpin) break;
+  }
+  // Sleep. A caller bumps epoch_ before it reads sleepers_, and we count ourselves before
+  // we read epoch_ again (both sequentially consistent): either it sees us and wakes us,
+  // or we see its job and do not sleep.
+  sleepers_.fetch_add(1, std::memory_order_seq_cst);
+  while (epoch_.load(std::memory_order_seq_cst) == seen) epoch_.wait(seen, std::memory_order_seq_cst);
+  sleepers_.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+void ThreadPool::worker_loop() {
   t_inside_job = true;  // a worker never fans out again
+  // The epoch the pool was made with, not the current one: a job (or the destructor) that
+  // bumped it before this thread got here must not be missed.
+  uint32_t seen = 0;
   for (;;) {
-    std::unique_lock<std::mutex> lock(mu_);
-    start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-    if (stop_) return;
-    seen = generation_;
-    int64_t begin, end;
-    chunk(index, begin, end);
-    Body body = body_;
-    void* ctx = ctx_;
-    lock.unlock();
-
-    std::exception_ptr error;
-    try {
-      if (begin < end) body(ctx, begin, end);
-    } catch (...) {
-      error = std::current_exception();
-    }
-
-    lock.lock();
-    if (error && !error_) error_ = error;
-    if (--pending_ == 0) done_cv_.notify_one();
+    wait_for_job(seen);
+    if (stop_.load()) return;
+    seen = epoch_.load(std::memory_order_acquire);
+    take_items();
   }
 }
 

@@ -1,12 +1,18 @@
-// kernels/: a tiny fixed-size thread pool for splitting matrix rows across cores.
+// kernels/: the thread pool that splits a parallel region's work items across cores.
 //
-// Deterministic by construction: parallel_for cuts [0, n) into size() contiguous chunks
-// whose bounds depend only on n, the alignment and size(); chunk i always runs on worker
-// i (chunk 0 on the caller). Kernels compute each output element entirely inside one
-// chunk, so results do not depend on the number of threads or on timing.
+// Decode runs a few hundred short regions per token, so the hand-off must cost far less
+// than a region's work: workers spin (a bounded time, with the CPU's pause instruction) on
+// the job counter before they sleep, and the caller wakes sleepers only when there are any.
+// One pool per thread count serves the whole process (shared()), so several sessions never
+// start more threads than the machine has cores.
+//
+// Deterministic by construction: a job is n items whose bounds the caller fixed from the
+// work alone (never from the thread count); any thread may run any item, each item
+// computes its outputs whole, so results do not depend on the number of threads, on which
+// thread ran what, or on timing.
 #pragma once
 
-#include <condition_variable>
+#include <atomic>
 #include <cstdint>
 #include <exception>
 #include <mutex>
@@ -24,37 +30,74 @@ class ThreadPool {
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
+  // The process's pool of n_threads threads (0: one per core), made on first use and kept
+  // until exit; every caller asking for the same count shares it.
+  static ThreadPool& shared(int n_threads);
+
   int size() const { return int(workers_.size()) + 1; }
 
-  // Calls f(begin, end) once per non-empty chunk and returns when all have finished.
-  // Chunk bounds are multiples of `align` (except n itself). An exception thrown by f is
-  // rethrown here. Called from inside a running chunk it runs serially (no nesting).
+  // Calls f(i) once for every item i < n and returns when all have finished. Threads take
+  // items in turn (the caller too), so uneven items balance themselves. An exception thrown
+  // by f is rethrown here (the first one; the other items still run). Called from inside an
+  // item, or while another caller's job holds the pool, it runs every item on the calling
+  // thread: the same results, no nesting and no waiting.
   template <class F>
-  void parallel_for(int64_t n, int64_t align, F&& f) {
+  void run_items(int64_t n, F&& f) {
     using Fn = std::remove_reference_t<F>;
-    run(n, align, [](void* ctx, int64_t b, int64_t e) { (*static_cast<Fn*>(ctx))(b, e); },
+    run(n, [](void* ctx, int64_t i) { (*static_cast<Fn*>(ctx))(i); },
         const_cast<void*>(static_cast<const void*>(&f)));
   }
 
+  // Calls f(begin, end) once per non-empty chunk of [0, n): size() contiguous chunks whose
+  // bounds are multiples of `align` (except n itself), the first n_units % size() one unit
+  // longer. For kernels whose every output element lies inside one chunk.
+  template <class F>
+  void parallel_for(int64_t n, int64_t align, F&& f) {
+    if (n <= 0) return;
+    align = align < 1 ? 1 : align;
+    const int64_t units = (n + align - 1) / align, parts = size();
+    const int64_t per = units / parts, extra = units % parts;
+    run_items(parts, [&](int64_t i) {
+      const int64_t first = i * per + (i < extra ? i : extra), count = per + (i < extra ? 1 : 0);
+      const int64_t begin = first * align < n ? first * align : n;
+      const int64_t end = (first + count) * align < n ? (first + count) * align : n;
+      if (begin < end) f(begin, end);
+    });
+  }
+
  private:
-  using Body = void (*)(void*, int64_t, int64_t);
-  void run(int64_t n, int64_t align, Body body, void* ctx);
-  void worker_loop(int index);
-  void chunk(int index, int64_t& begin, int64_t& end) const;
+  using Body = void (*)(void*, int64_t);
+  void run(int64_t n, Body body, void* ctx);
+  void worker_loop();
+  // Takes and runs items of the current job until none is left.
+  void take_items();
+  void wait_for_job(uint32_t seen);
 
   std::vector<std::thread> workers_;
-  std::mutex job_mu_;  // one job at a time when several callers share the pool
-  std::mutex mu_;
-  std::condition_variable start_cv_, done_cv_;
-  uint64_t generation_ = 0;  // incremented per job; workers wait for a new value
-  int pending_ = 0;          // workers still running the current job
-  bool stop_ = false;
-  // The current job.
-  Body body_ = nullptr;
+  std::mutex job_mu_;  // held by the caller whose job the workers run
+  // The job: its item count (high 32 bits) and the next item to take (low 32). One atomic
+  // add takes an item and tells whether it belongs to a job (next < count), so a worker
+  // arriving late never runs an item twice or one of a finished job.
+  std::atomic<uint64_t> items_{0};
+  std::atomic<uint32_t> done_{0};     // items of the current job finished
+  std::atomic<bool> caller_waiting_{false};  // the caller sleeps on done_
+  std::atomic<uint32_t> epoch_{0};    // bumped per job; sleeping workers wait on it
+  std::atomic<int> sleepers_{0};
+  std::atomic<bool> stop_{false};
+  Body body_ = nullptr;  // written by the caller before it publishes items_
   void* ctx_ = nullptr;
-  int64_t n_ = 0, align_ = 1;
+  std::mutex error_mu_;
   std::exception_ptr error_;
 };
+
+// f(i) for i < n on `pool`, or on the caller when pool is null.
+template <class F>
+void run_items(ThreadPool* pool, int64_t n, F&& f) {
+  if (pool && pool->size() > 1 && n > 1)
+    pool->run_items(n, f);
+  else
+    for (int64_t i = 0; i < n; ++i) f(i);
+}
 
 // Runs f over [0, n) on `pool`, or inline when pool is null or the work is small.
 template <class F>

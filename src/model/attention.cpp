@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "kernels/ops.h"
+#include "model/region.h"
 
 namespace wren {
 
@@ -47,7 +48,8 @@ void rotate(const AttentionWeights& w, const MixerSpec& m, int heads, int64_t po
 
 void project_query(const AttentionWeights& w, const MixerSpec& m, const ModelConfig& c, const float* x, int64_t pos,
                    float* q, kernels::ThreadPool* pool) {
-  kernels::matvec(w.wq, x, q, pool);
+  const Product query{w.wq, x, q};
+  run_products(std::span(&query, 1), pool);
   add_bias(w.bq, q);
   qk_normalise(w.q_norm, m.qk_norm, m.n_heads, m.head_dim, c, q);
   rotate(w, m, m.n_heads, pos, q);
@@ -59,8 +61,8 @@ void append_kv(const AttentionStep& a, KvCache& cache) {
   const float* x = a.x;
   kernels::ThreadPool* pool = a.pool;
   auto [k, v] = cache.append();
-  kernels::matvec(w.wk, x, k, pool);
-  kernels::matvec(w.wv, x, v, pool);
+  const Product kv[] = {{w.wk, x, k}, {w.wv, x, v}};
+  run_products(kv, pool);
   add_bias(w.bk, k);
   add_bias(w.bv, v);
   qk_normalise(w.k_norm, m.qk_norm, m.n_kv_heads, m.head_dim, a.c, k);
@@ -81,11 +83,13 @@ void record_group_scores(GroupScores g, int kv_head, int64_t first, const float*
 void gated_output(const MatrixView& wg, const MatrixView& wo, const Vec& bo, int64_t width, const float* x, float* o,
                   float* gate, float* out, kernels::ThreadPool* pool) {
   if (present(wg)) {  // output gate: o *= sigmoid(W_g x)
-    kernels::matvec(wg, x, gate, pool);
+    const Product g{wg, x, gate};
+    run_products(std::span(&g, 1), pool);
     kernels::sigmoid(gate, width, gate);
     for (int64_t i = 0; i < width; ++i) o[i] *= gate[i];
   }
-  kernels::matvec(wo, o, out, pool);
+  const Product output{wo, o, out};
+  run_products(std::span(&output, 1), pool);
   add_bias(bo, out);
 }
 

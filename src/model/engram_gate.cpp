@@ -9,6 +9,7 @@
 
 #include "kernels/ops.h"
 #include "model/engram.h"
+#include "model/region.h"
 
 namespace wren {
 
@@ -67,8 +68,9 @@ void engram_gate_add(const EngramGateWeights& w, const EngramHasher& hasher, std
   s.alpha.resize(size_t(n));
 
   engram_lookup(hasher, w.tables, context, s.e.data(), s.rows);
-  kernels::matvec(w.w_value, s.e.data(), s.v.data(), pool);
-  kernels::matvec(w.w_key, s.e.data(), s.k.data(), pool);  // all n keys at once
+  // v and all n keys in one region; the gate itself (norms, dots, the conv) runs here.
+  const Product projections[] = {{w.w_value, s.e.data(), s.v.data()}, {w.w_key, s.e.data(), s.k.data()}};
+  run_products(projections, pool);
 
   const float inv_sqrt_d = 1.0f / std::sqrt(float(d));
   for (int st = 0; st < n; ++st) {

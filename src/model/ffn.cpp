@@ -2,22 +2,27 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include "kernels/ops.h"
 
 namespace wren {
 
 void FfnScratch::reserve(const ModelConfig& c) {
-  size_t hidden = 0, experts = 0, width = size_t(c.d_model);
+  size_t hidden = 0, experts = 0, width = size_t(c.d_model), n_terms = 1;
   for (auto& [name, f] : c.ffns) {
-    hidden = std::max({hidden, size_t(f.hidden), size_t(f.expert_hidden), size_t(f.n_shared) * size_t(f.shared_hidden)});
+    hidden = std::max({hidden, size_t(f.hidden), size_t(f.top_k) * size_t(f.expert_hidden) +
+                                                     size_t(f.n_shared) * size_t(f.shared_hidden)});
     experts = std::max(experts, size_t(f.n_experts));
     width = std::max(width, size_t(f.latent_dim));
+    n_terms = std::max(n_terms, size_t(f.top_k) + 1);
   }
   gate.resize(hidden), up.resize(hidden), coeffs.resize(hidden), neurons.resize(hidden);
   logits.resize(experts), select.resize(experts), chosen.resize(experts), weights.resize(experts);
   expert_ids.resize(experts), gate_values.resize(experts);
   latent_in.resize(width), latent_out.resize(width);
+  terms.reserve(n_terms);
+  products.reserve(2 * n_terms + 4);
 }
 
 namespace {
@@ -30,61 +35,179 @@ void add_bias(const float* b, int64_t n, float* y) {
 }
 
 const float* data_or_null(const Vec& v) { return v.empty() ? nullptr : v.data(); }
+const float* data_or_null(const Vec& v, int64_t offset) { return v.empty() ? nullptr : v.data() + offset; }
+
+// Each term's hidden buffers, one after another in the scratch.
+void assign_buffers(FfnScratch& s) {
+  size_t at = 0;
+  for (FfnTerm& t : s.terms) {
+    if (at + size_t(t.up.rows) > s.up.size())
+      throw std::logic_error("ffn_add: the terms' hidden widths exceed the scratch (FfnScratch::reserve)");
+    t.h_up = s.up.data() + at, t.h_gate = s.gate.data() + at;
+    t.coeffs = s.coeffs.data() + at, t.neurons = s.neurons.data() + at;
+    at += size_t(t.up.rows);
+  }
+}
+
+// The gate / up products of `terms`, appended to s.products.
+void add_up_products(const FfnSpec& spec, std::span<FfnTerm> terms, FfnScratch& s) {
+  for (FfnTerm& t : terms) {
+    s.products.push_back({t.up, t.x, t.h_up});
+    if (spec.activation != Activation::relu2) s.products.push_back({t.gate, t.x, t.h_gate});
+  }
+}
+
+// The hidden activation of a term: ReLU^2's fired neurons and their coefficients
+// (dead_neuron_skip: y += sum over fired r of (scale relu(u_r)^2) W_down[r, :]), or
+// silu(g) * u / gelu(g) * u.
+void activate(const FfnSpec& spec, FfnTerm& t) {
+  const int64_t hidden = t.up.rows;
+  float* u = t.h_up;
+  add_bias(t.b_up, hidden, u);
+  if (spec.activation == Activation::relu2) {
+    t.fired = 0;
+    for (int64_t r = 0; r < hidden; ++r)
+      if (u[r] > 0.0f) {
+        t.neurons[t.fired] = int32_t(r);
+        t.coeffs[t.fired++] = t.scale * u[r] * u[r];
+      }
+    return;
+  }
+  float* g = t.h_gate;
+  add_bias(t.b_gate, hidden, g);
+  if (spec.activation == Activation::geglu)
+    for (int64_t r = 0; r < hidden; ++r) g[r] = gelu_tanh(g[r]) * u[r];
+  else {
+    kernels::silu(g, hidden, g);
+    for (int64_t r = 0; r < hidden; ++r) g[r] *= u[r];
+  }
+  t.fired = hidden;
+}
+
+// The distinct outputs of the terms (a MoE layer with a latent space has two: the latent
+// sum of the routed experts and y), in order of first use.
+constexpr int kMaxTargets = 4;
+struct Targets {
+  float* y[kMaxTargets];
+  int n = 0;
+};
+Targets targets_of(std::span<const FfnTerm> terms) {
+  Targets t;
+  for (const FfnTerm& term : terms) {
+    if (std::find(t.y, t.y + t.n, term.y) != t.y + t.n) continue;
+    if (t.n == kMaxTargets) throw std::logic_error("ffn_add: more than 4 distinct outputs");
+    t.y[t.n++] = term.y;
+  }
+  return t;
+}
+
+// Gated down projections: items are row chunks of each output, every term writing that
+// output added in list order inside the item (no two threads write one row).
+void gated_down(std::span<const FfnTerm> terms, kernels::ThreadPool* pool) {
+  const Targets out = targets_of(terms);
+  int64_t first[kMaxTargets + 1] = {0}, step[kMaxTargets], rows[kMaxTargets];
+  for (int g = 0; g < out.n; ++g) {
+    int64_t bytes = 0;
+    rows[g] = 0;
+    for (const FfnTerm& t : terms)
+      if (t.y == out.y[g]) bytes += t.down.bytes() / std::max<int64_t>(1, t.down.rows), rows[g] = t.down.rows;
+    step[g] = std::max(kItemRowAlign, kItemBytes / std::max<int64_t>(1, bytes) / kItemRowAlign * kItemRowAlign);
+    first[g + 1] = first[g] + (rows[g] + step[g] - 1) / step[g];
+  }
+  kernels::run_items(pool, first[out.n], [&](int64_t item) {
+    const int g = int(std::upper_bound(first + 1, first + out.n + 1, item) - (first + 1));
+    const int64_t r0 = (item - first[g]) * step[g], r1 = std::min(rows[g], r0 + step[g]);
+    for (const FfnTerm& t : terms)
+      if (t.y == out.y[g]) kernels::matvec_add(t.down.slice_rows(r0, r1 - r0), t.h_gate, t.scale, t.y + r0, nullptr);
+  });
+}
+
+// Neurons per ReLU^2 down item: about four items' bytes of rows, as each item also writes
+// (and the reduction reads) a partial sum as wide as the output.
+int64_t relu2_chunk(const MatrixView& down) {
+  const int64_t row = std::max<int64_t>(1, down.bytes() / std::max<int64_t>(1, down.rows));
+  return std::max<int64_t>(32, 4 * kItemBytes / row);
+}
+
+// ReLU^2 down projections, y += sum_r c_r W_down[r, :] over the fired rows: items are chunks
+// of each term's fired rows summed into their own partial row, then the partials are added
+// into each output in item order.
+void relu2_down(std::span<const FfnTerm> terms, FfnScratch& s, kernels::ThreadPool* pool) {
+  const int64_t n_terms = int64_t(terms.size());
+  int64_t width = 0, items = 0;
+  for (const FfnTerm& t : terms) {
+    width = std::max(width, t.down.cols);
+    items += (t.fired + relu2_chunk(t.down) - 1) / relu2_chunk(t.down);
+  }
+  if (s.partials.size() < size_t(items * width)) s.partials.resize(size_t(items * width));
+  float* partials = s.partials.data();
+  // first[t]: term t's first item; item -> (term, chunk) by search.
+  thread_local std::vector<int64_t> first_buf;
+  first_buf.assign(size_t(n_terms + 1), 0);
+  int64_t* first = first_buf.data();
+  for (int64_t i = 0; i < n_terms; ++i) {
+    const FfnTerm& t = terms[size_t(i)];
+    first[i + 1] = first[i] + (t.fired + relu2_chunk(t.down) - 1) / relu2_chunk(t.down);
+  }
+  kernels::run_items(pool, items, [&](int64_t item) {
+    const int64_t i = std::upper_bound(first + 1, first + n_terms + 1, item) - (first + 1);
+    const FfnTerm& t = terms[size_t(i)];
+    const int64_t chunk = relu2_chunk(t.down), c0 = (item - first[i]) * chunk;
+    float* p = partials + item * width;
+    std::fill(p, p + t.down.cols, 0.0f);
+    kernels::add_rows(t.down, t.neurons + c0, t.coeffs + c0, std::min(chunk, t.fired - c0), p, nullptr);
+  });
+  // y[c] += partial_0[c] + partial_1[c] + ... in item order, on the caller: a few dozen rows
+  // of d floats, less than a region's hand-off would cost.
+  for (int64_t i = 0; i < n_terms; ++i) {
+    const FfnTerm& t = terms[size_t(i)];
+    for (int64_t it = first[i]; it < first[i + 1]; ++it) kernels::axpy(1.0f, partials + it * width, t.down.cols, t.y);
+  }
+}
+
+// The down projections of every term, then their biases.
+void down_all(const FfnSpec& spec, std::span<const FfnTerm> terms, FfnScratch& s, kernels::ThreadPool* pool) {
+  if (spec.activation == Activation::relu2)
+    relu2_down(terms, s, pool);
+  else
+    gated_down(terms, pool);
+  for (const FfnTerm& t : terms)
+    if (t.b_down) {
+      const int64_t out = spec.activation == Activation::relu2 ? t.down.cols : t.down.rows;
+      for (int64_t i = 0; i < out; ++i) t.y[i] += t.scale * t.b_down[i];
+    }
+}
+
+void record_neurons(NeuronProbe& probe, const FfnTerm& t) { probe.record(t.neurons, t.fired); }
 
 }  // namespace
 
-int64_t ffn_add(const FfnSpec& spec, const MatrixView& w_gate, const MatrixView& w_up, const MatrixView& w_down,
-                const float* b_gate, const float* b_up, const float* b_down, const float* x, float scale, float* y,
-                FfnScratch& s, kernels::ThreadPool* pool) {
-  const int64_t hidden = w_up.rows;
-  float* u = s.up.data();
-  kernels::matvec(w_up, x, u, pool);
-  add_bias(b_up, hidden, u);
-  int64_t fired = hidden;
-  if (spec.activation == Activation::relu2) {
-    // dead_neuron_skip: y += sum over fired neurons r of (scale relu(u_r)^2) W_down[r, :]
-    fired = 0;
-    for (int64_t r = 0; r < hidden; ++r)
-      if (u[r] > 0.0f) {
-        s.neurons[size_t(fired)] = int32_t(r);
-        s.coeffs[size_t(fired++)] = scale * u[r] * u[r];
-      }
-    kernels::add_rows(w_down, s.neurons.data(), s.coeffs.data(), fired, y, pool);
-  } else {
-    float* g = s.gate.data();
-    kernels::matvec(w_gate, x, g, pool);
-    add_bias(b_gate, hidden, g);
-    if (spec.activation == Activation::geglu)
-      for (int64_t r = 0; r < hidden; ++r) g[r] = gelu_tanh(g[r]) * u[r];
-    else {
-      kernels::silu(g, hidden, g);
-      for (int64_t r = 0; r < hidden; ++r) g[r] *= u[r];
-    }
-    kernels::matvec_add(w_down, g, scale, y, pool);
-  }
-  if (b_down) {
-    const int64_t out = spec.activation == Activation::relu2 ? w_down.cols : w_down.rows;
-    for (int64_t i = 0; i < out; ++i) y[i] += scale * b_down[i];
-  }
-  return fired;
+void ffn_add(const FfnSpec& spec, FfnScratch& s, kernels::ThreadPool* pool) {
+  assign_buffers(s);
+  s.products.clear();
+  add_up_products(spec, s.terms, s);
+  run_products(s.products, pool);
+  for (FfnTerm& t : s.terms) activate(spec, t);
+  down_all(spec, s.terms, s, pool);
 }
 
-void dense_ffn(const FfnSpec& spec, const FfnWeights& w, const float* x, float* y, FfnScratch& s,
-               kernels::ThreadPool* pool, FfnProbe* probe) {
-  const int64_t fired = ffn_add(spec, w.w_gate, w.w_up, w.w_down, data_or_null(w.b_gate), data_or_null(w.b_up),
-                                data_or_null(w.b_down), x, 1.0f, y, s, pool);
-  if (probe && probe->relu2) probe->dense.record(s.neurons.data(), fired);
+void dense_ffn(const FfnWeights& w, const FfnCall& call) {
+  FfnScratch& s = call.scratch;
+  s.terms.clear();
+  s.terms.push_back({.gate = w.w_gate, .up = w.w_up, .down = w.w_down, .b_gate = data_or_null(w.b_gate),
+                     .b_up = data_or_null(w.b_up), .b_down = data_or_null(w.b_down), .x = call.x, .y = call.y});
+  ffn_add(call.spec, s, call.pool);
+  if (call.probe && call.probe->relu2) record_neurons(call.probe->dense, s.terms[0]);
 }
 
-void route(const FfnSpec& spec, const MoeWeights& w, const float* x, int32_t* experts, float* gates, FfnScratch& s) {
+void route(const FfnSpec& spec, const MoeWeights& w, const float* logits, int32_t* experts, float* gates,
+           FfnScratch& s) {
   const int E = spec.n_experts, k = spec.top_k;
-  float* logits = s.logits.data();
   float* score = s.select.data();
-  kernels::matvec(w.router, x, logits);
-  add_bias(data_or_null(w.router_bias), E, logits);
   // Scores: sigmoid per expert, or softmax over all experts; softmax_topk gates work on logits.
   std::copy(logits, logits + E, s.weights.data());
   float* unbiased = s.weights.data();
+  add_bias(data_or_null(w.router_bias), E, unbiased);
   if (spec.score == RouterScore::sigmoid) kernels::sigmoid(unbiased, E, unbiased);
   else if (spec.gates != GateNorm::softmax_topk) kernels::softmax(unbiased, E);
   for (int e = 0; e < E; ++e) score[e] = unbiased[e] + (w.balance_bias.empty() ? 0.0f : w.balance_bias[size_t(e)]);
@@ -111,47 +234,75 @@ void route(const FfnSpec& spec, const MoeWeights& w, const float* x, int32_t* ex
   for (int i = 0; i < k; ++i) gates[i] *= float(spec.routed_scale);
 }
 
-void moe_ffn(const FfnSpec& spec, const MoeWeights& w, int d, const float* x, float* y, FfnScratch& s,
-             kernels::ThreadPool* pool, int32_t* experts_out, FfnProbe* probe) {
+// Four regions: (1) what needs only x: the router, the latent down-projection, the shared
+// experts' gate / up and their scalar gate; (2) the chosen experts' gate / up; (3) every
+// down projection; (4) with a latent space, its up-projection.
+void moe_ffn(const MoeWeights& w, int d, const FfnCall& call, int32_t* experts_out) {
+  const FfnSpec& spec = call.spec;
+  FfnScratch& s = call.scratch;
   const int k = spec.top_k, h = spec.expert_hidden;
+  const bool latent = spec.latent_dim > 0, relu2 = spec.activation == Activation::relu2;
+  const int64_t in = latent ? spec.latent_dim : d;
+  float* acc = latent ? s.latent_out.data() : call.y;
+  s.terms.clear();
+  float shared_logit = 0.0f;
+  if (spec.n_shared) {
+    const FfnWeights& sh = w.shared;
+    s.terms.push_back({.gate = sh.w_gate, .up = sh.w_up, .down = sh.w_down, .b_gate = data_or_null(sh.b_gate),
+                       .b_up = data_or_null(sh.b_up), .b_down = data_or_null(sh.b_down), .x = call.x, .y = call.y});
+  }
+  // Room for the routed terms after the shared one: no reallocation moves the pointers.
+  for (int i = 0; i < k; ++i) s.terms.push_back({});
+  std::span<FfnTerm> shared(s.terms.data(), spec.n_shared ? 1 : 0), routed(s.terms.data() + shared.size(), size_t(k));
+  // Buffers: shared first, then the routed experts, each expert_hidden wide.
+  for (FfnTerm& t : routed) t.up.rows = h;
+  assign_buffers(s);
+
+  s.products.clear();
+  s.products.push_back({w.router, call.x, s.logits.data()});
+  if (latent) s.products.push_back({w.latent_down, call.x, s.latent_in.data()});
+  if (present(w.shared_gate)) s.products.push_back({w.shared_gate, call.x, &shared_logit});
+  add_up_products(spec, shared, s);
+  run_products(s.products, call.pool);
+  for (FfnTerm& t : shared) {
+    if (present(w.shared_gate)) t.scale = kernels::sigmoid(shared_logit);
+    activate(spec, t);
+  }
+
   int32_t* experts = s.expert_ids.data();
   float* gates = s.gate_values.data();
-  route(spec, w, x, experts, gates, s);
+  route(spec, w, s.logits.data(), experts, gates, s);
   if (experts_out) std::copy(experts, experts + k, experts_out);
-  if (probe) probe->record_route(experts, k);
-  const bool latent = spec.latent_dim > 0;
-  const int64_t in = latent ? spec.latent_dim : d;
-  const float* z = x;
-  float* acc = y;
-  if (latent) {
-    kernels::matvec(w.latent_down, x, s.latent_in.data(), pool);
-    std::fill(s.latent_out.begin(), s.latent_out.begin() + in, 0.0f);
-    z = s.latent_in.data();
-    acc = s.latent_out.data();
-  }
-  const bool relu2 = spec.activation == Activation::relu2;
+  if (call.probe) call.probe->record_route(experts, k);
+  if (latent) std::fill(s.latent_out.begin(), s.latent_out.begin() + in, 0.0f);  // after route: its scratch
+  const FfnWeights& st = w.experts;
   for (int i = 0; i < k; ++i) {
     const int64_t e = experts[i];
-    const FfnWeights& st = w.experts;
-    const MatrixView up = st.w_up.slice_rows(e * h, h);
-    const MatrixView gate = relu2 ? MatrixView{} : st.w_gate.slice_rows(e * h, h);
-    const MatrixView down = relu2 ? st.w_down.slice_rows(e * h, h) : st.w_down.slice_rows(e * in, in);
-    auto bias = [](const Vec& b, int64_t off) { return b.empty() ? nullptr : b.data() + off; };
-    const int64_t fired = ffn_add(spec, gate, up, down, bias(st.b_gate, e * h), bias(st.b_up, e * h),
-                                  bias(st.b_down, e * in), z, gates[i], acc, s, pool);
-    if (probe && relu2) probe->experts[size_t(e)].record(s.neurons.data(), fired);
+    FfnTerm& t = routed[size_t(i)];
+    t.up = st.w_up.slice_rows(e * h, h);
+    t.gate = relu2 ? MatrixView{} : st.w_gate.slice_rows(e * h, h);
+    t.down = relu2 ? st.w_down.slice_rows(e * h, h) : st.w_down.slice_rows(e * in, in);
+    t.b_gate = data_or_null(st.b_gate, e * h), t.b_up = data_or_null(st.b_up, e * h);
+    t.b_down = data_or_null(st.b_down, e * in);
+    t.x = latent ? s.latent_in.data() : call.x;
+    t.y = acc;
+    t.scale = gates[i];
   }
-  if (latent) kernels::matvec_add(w.latent_up, s.latent_out.data(), 1.0f, y, pool);
-  if (spec.n_shared) {
-    float scale = 1.0f;
-    if (present(w.shared_gate)) {
-      kernels::matvec(w.shared_gate, x, &scale);
-      scale = kernels::sigmoid(scale);
-    }
-    const FfnWeights& sh = w.shared;
-    const int64_t fired = ffn_add(spec, sh.w_gate, sh.w_up, sh.w_down, data_or_null(sh.b_gate), data_or_null(sh.b_up),
-                                  data_or_null(sh.b_down), x, scale, y, s, pool);
-    if (probe && relu2) probe->shared.record(s.neurons.data(), fired);
+  s.products.clear();
+  add_up_products(spec, routed, s);
+  run_products(s.products, call.pool);
+  for (FfnTerm& t : routed) activate(spec, t);
+
+  // The routed experts first, so they add into y in the order they always did.
+  std::rotate(s.terms.begin(), s.terms.begin() + ptrdiff_t(shared.size()), s.terms.end());
+  down_all(spec, s.terms, s, call.pool);
+  if (latent) {
+    const Product up{w.latent_up, s.latent_out.data(), call.y, 1.0f, true};
+    run_products(std::span(&up, 1), call.pool);
+  }
+  if (call.probe && relu2) {
+    for (int i = 0; i < k; ++i) record_neurons(call.probe->experts[size_t(experts[i])], s.terms[size_t(i)]);
+    if (spec.n_shared) record_neurons(call.probe->shared, s.terms.back());
   }
 }
 

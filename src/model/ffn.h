@@ -3,13 +3,20 @@
 //   ReLU^2:  y = W_down relu(W_up x)^2, W_down stored one row per neuron: only the rows of
 //            neurons that fired are read (dead_neuron_skip)
 //   SwiGLU:  y = W_down (silu(W_gate x) * W_up x);  GeGLU with gelu(tanh) instead of silu
+//
+// Decode runs a layer's FFNs together (model/region.h): one parallel region for the gate and
+// up rows of every FFN it uses (a MoE layer: all chosen experts; the router and the shared
+// experts, which need only x, join the region before routing), one for all their down
+// projections, balanced by the bytes each item reads.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "config/model_config.h"
 #include "kernels/threads.h"
+#include "model/region.h"
 #include "model/sparsity_probe.h"
 #include "model/tensor.h"
 
@@ -29,33 +36,56 @@ struct MoeWeights {
   MatrixView shared_gate;
 };
 
+// One FFN applied in a layer: y += scale FFN(x) with W_down `down` (an expert's rows already
+// sliced from the stack). The engine fills the weights, x, y and scale; ffn_add fills the rest.
+struct FfnTerm {
+  MatrixView gate, up, down;                                       // gate absent for ReLU^2
+  const float *b_gate = nullptr, *b_up = nullptr, *b_down = nullptr;  // null: no bias
+  const float* x = nullptr;
+  float* y = nullptr;
+  float scale = 1.0f;
+  // Working state: the hidden activations (SwiGLU / GeGLU: silu(g) * u in `gate`), and for
+  // ReLU^2 the neurons that fired, neurons[0 .. fired), with coefficients scale relu(u)^2.
+  float *h_gate = nullptr, *h_up = nullptr, *coeffs = nullptr;
+  int32_t* neurons = nullptr;
+  int64_t fired = 0;
+};
 
 struct FfnScratch {
-  std::vector<float> gate, up, logits, select, latent_in, latent_out;
+  std::vector<float> gate, up, coeffs, logits, select, latent_in, latent_out;
   std::vector<int32_t> neurons, chosen, expert_ids;
-  std::vector<float> gate_values;
-  std::vector<float> coeffs, weights;
+  std::vector<float> gate_values, weights;
+  std::vector<FfnTerm> terms;       // the current layer's FFNs
+  std::vector<Product> products;    // the current region's products
+  std::vector<float> partials;      // ReLU^2 down items' partial sums, [item][out]
   void reserve(const ModelConfig& c);
 };
 
-// y += scale * FFN(x) for one FFN of width `hidden` whose W_down is `down` (rows of the
-// stack already sliced). Returns the number of neurons that fired (ReLU^2) or `hidden`; for
-// ReLU^2 their indices are then s.neurons[0 .. fired).
-int64_t ffn_add(const FfnSpec& spec, const MatrixView& w_gate, const MatrixView& w_up, const MatrixView& w_down,
-                const float* b_gate, const float* b_up, const float* b_down, const float* x, float scale, float* y,
-                FfnScratch& s, kernels::ThreadPool* pool);
+// What every FFN entry point reads and writes for one token.
+struct FfnCall {
+  const FfnSpec& spec;
+  const float* x;               // [d]
+  float* y;                     // [d]: y += FFN(x)
+  FfnScratch& scratch;
+  kernels::ThreadPool* pool = nullptr;
+  FfnProbe* probe = nullptr;    // when not null: counts the neurons that fired (ReLU^2), the experts chosen
+};
 
-// `probe`, when not null, counts the neurons that fired (ReLU^2) and the experts chosen.
-void dense_ffn(const FfnSpec& spec, const FfnWeights& w, const float* x, float* y, FfnScratch& s,
-               kernels::ThreadPool* pool, FfnProbe* probe = nullptr);
+// y_t += scale_t FFN_t(x_t) for every term of s.terms (their hidden widths summing to at most
+// what s.reserve made room for), in two regions: the gate / up rows of all terms, then all
+// their down projections. Terms with the same y add into it in list order.
+void ffn_add(const FfnSpec& spec, FfnScratch& s, kernels::ThreadPool* pool);
 
-// The router's choice for one token: expert ids (top_k) and their gate weights.
-// Selection uses score + balance_bias; gates use the unbiased scores (DeepSeek-V3, EQB).
-void route(const FfnSpec& spec, const MoeWeights& w, const float* x, int32_t* experts, float* gates, FfnScratch& s);
+void dense_ffn(const FfnWeights& w, const FfnCall& call);
+
+// The router's choice for one token from its logits (W_router x): expert ids (top_k) and
+// their gate weights. Selection uses score + balance_bias; gates use the unbiased scores
+// (DeepSeek-V3, EQB). Overwrites `logits`' copy in s.weights.
+void route(const FfnSpec& spec, const MoeWeights& w, const float* logits, int32_t* experts, float* gates,
+           FfnScratch& s);
 
 // y += MoE(x): routed experts (at latent width if latent_dim) and shared experts.
 // `experts_out` (top_k ids) may be null.
-void moe_ffn(const FfnSpec& spec, const MoeWeights& w, int d, const float* x, float* y, FfnScratch& s,
-             kernels::ThreadPool* pool, int32_t* experts_out, FfnProbe* probe = nullptr);
+void moe_ffn(const MoeWeights& w, int d, const FfnCall& call, int32_t* experts_out = nullptr);
 
 }  // namespace wren

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "kernels/ops.h"
+#include "model/region.h"
 
 namespace wren {
 
@@ -77,6 +78,10 @@ HeadBuffers head_buffers(GdnScratch& s, const Dims& d, int h) {
   return b;
 }
 
+// The gate projections: gdn2's decay, erase, write and output gate; plain gdn's per-head decay
+// and beta and the output gate. Each low-rank one has its own slice of the low_rank buffer.
+constexpr int kGateProjections = 4;
+
 // Buffer sizes for T tokens at a time.
 struct Sizes {
   size_t qk_in, v_in, qk, v, key_gates, value_gates, low_rank, per_head, gamma, chunk;
@@ -85,7 +90,7 @@ struct Sizes {
 Sizes sizes_of(const MixerSpec& m, const Dims& d, int64_t T) {
   const int64_t taps = d.K - 1, rank = std::max(m.gate_rank, m.out_gate_rank);
   return {size_t((taps + T) * d.cqk), size_t((taps + T) * d.cv), size_t(T * d.cqk), size_t(T * d.cv),
-          size_t(T * d.hv * d.dk), size_t(T * d.cv), size_t(T * rank), size_t(T * d.hv),
+          size_t(T * d.hv * d.dk), size_t(T * d.cv), size_t(kGateProjections * T * rank), size_t(2 * T * d.hv),
           size_t(int64_t(d.hv) * kChunk * d.dk), size_t(d.hv * head_floats(d))};
 }
 
@@ -110,14 +115,6 @@ void project(const MatrixView& w, const float* x, int64_t T, float* y, kernels::
     kernels::matmul(w, x, T, y, pool);
 }
 
-// y = W x, or W_b (W_a x) when the projection is low-rank.
-void project(const MatrixView& full, const MatrixView& a, const MatrixView& b, const float* x, int64_t T, float* y,
-             float* low_rank, kernels::ThreadPool* pool) {
-  if (present(full)) return project(full, x, T, y, pool);
-  project(a, x, T, low_rank, pool);
-  project(b, low_rank, T, y, pool);
-}
-
 // (1) SiLU(causal depthwise conv). `in` holds [K-1 + T][C]: the K-1 previous inputs, then the
 // T current ones, so input row t + j is token t - (K-1) + j, which tap j of channel c weights:
 //   out[t][c] = SiLU(sum_j conv[c][j] in[t + j][c]).
@@ -140,18 +137,54 @@ void store_tail(const float* in, int64_t T, int64_t C, std::vector<float>& tail)
   std::copy(in + T * C, in + T * C + int64_t(tail.size()), tail.begin());
 }
 
-// Everything the recurrence reads for T tokens: q, k, v (1), g (2), b (3), w (4) into the
-// scratch, and the output gate of (8). Advances the conv tails.
-void prepare(const GdnWeights& w, const Dims& d, const float* x, int64_t T, GdnState& st,
-             GdnScratch& s, kernels::ThreadPool* pool) {
+// A projection of x: y = W x, or W_b (W_a x) when it is low-rank (then `low_rank` holds W_a x).
+struct Projection {
+  const MatrixView *full, *a, *b;
+  float* y;
+  float* low_rank;
+  bool two_step() const { return !present(*full); }
+};
+
+// The gate projections of the mixer (see kGateProjections); returns how many.
+int gate_projections(const GdnWeights& w, const Dims& d, int64_t T, GdnScratch& s, int64_t rank, Projection* p) {
+  static const MatrixView none;
+  float* lr = s.low_rank.data();
+  const auto at = [&](int j) { return lr + j * T * rank; };
+  int n = 0;
+  if (d.per_channel) {
+    p[n++] = {&w.w_decay, &w.w_decay_a, &w.w_decay_b, s.log_decay.data(), at(0)};
+    p[n++] = {&w.w_erase, &w.w_erase_a, &w.w_erase_b, s.erase.data(), at(1)};
+    p[n++] = {&w.w_write, &w.w_write_a, &w.w_write_b, s.write.data(), at(2)};
+  } else {
+    p[n++] = {&w.w_decay, &none, &none, s.per_head.data(), nullptr};
+    p[n++] = {&w.w_beta, &none, &none, s.per_head.data() + T * d.hv, nullptr};
+  }
+  p[n++] = {&w.wg, &w.wg_a, &w.wg_b, s.gate.data(), at(3)};
+  return n;
+}
+
+// The first step of every projection of x: W_q x, W_k x, W_v x (after the conv tails) and each
+// gate's full product or W_a x. One token: a single region; a prompt: one tiled product each.
+void project_inputs(const GdnWeights& w, const Dims& d, const float* x, int64_t T, GdnScratch& s, int64_t rank,
+                    kernels::ThreadPool* pool) {
   const int64_t taps = d.K - 1;
-  // (1) q, k, v = SiLU(Conv1d(W x)), then q, k scaled to unit length per head.
+  Projection gates[kGateProjections];
+  const int n = gate_projections(w, d, T, s, rank, gates);
+  Product p[3 + kGateProjections] = {{w.wq, x, s.q_in.data() + taps * d.cqk},
+                                     {w.wk, x, s.k_in.data() + taps * d.cqk},
+                                     {w.wv, x, s.v_in.data() + taps * d.cv}};
+  for (int j = 0; j < n; ++j)
+    p[3 + j] = gates[j].two_step() ? Product{*gates[j].a, x, gates[j].low_rank} : Product{*gates[j].full, x, gates[j].y};
+  if (T == 1) return run_products(std::span(p, size_t(3 + n)), pool);
+  for (const Product& product : std::span(p, size_t(3 + n))) project(product.w, x, T, product.y, pool);
+}
+
+// (1) q, k, v = SiLU(Conv1d(W x)), then q, k scaled to unit length per head; advances the tails.
+// The tails fill the rows before the projections (which project_inputs wrote after them).
+void convolve_inputs(const GdnWeights& w, const Dims& d, int64_t T, GdnState& st, GdnScratch& s) {
   load_tail(st.conv_q, s.q_in.data());
   load_tail(st.conv_k, s.k_in.data());
   load_tail(st.conv_v, s.v_in.data());
-  project(w.wq, x, T, s.q_in.data() + taps * d.cqk, pool);
-  project(w.wk, x, T, s.k_in.data() + taps * d.cqk, pool);
-  project(w.wv, x, T, s.v_in.data() + taps * d.cv, pool);
   short_conv(s.q_in.data(), w.conv_q, d.cqk, d.K, T, s.q.data());
   short_conv(s.k_in.data(), w.conv_k, d.cqk, d.K, T, s.k.data());
   short_conv(s.v_in.data(), w.conv_v, d.cv, d.K, T, s.v.data());
@@ -162,63 +195,68 @@ void prepare(const GdnWeights& w, const Dims& d, const float* x, int64_t T, GdnS
     kernels::l2_normalize(s.q.data() + i * d.dk, d.dk, kL2Eps, s.q.data() + i * d.dk);
     kernels::l2_normalize(s.k.data() + i * d.dk, d.dk, kL2Eps, s.k.data() + i * d.dk);
   }
-
-  float* g = s.log_decay.data();
-  if (d.per_channel) {
-    // (2) g = -e^{A_h} softplus(W_f x + b_f) per key channel of each value head.
-    project(w.w_decay, w.w_decay_a, w.w_decay_b, x, T, g, s.low_rank.data(), pool);
-    for (int64_t t = 0; t < T; ++t)
-      for (int h = 0; h < d.hv; ++h) {
-        float* gh = g + (t * d.hv + h) * d.dk;
-        const float* bias = w.decay_bias.data() + int64_t(h) * d.dk;
-        for (int i = 0; i < d.dk; ++i) gh[i] += bias[i];
-        kernels::softplus(gh, d.dk, gh);
-        const float scale = -std::exp(w.a_log[size_t(h)]);
-        for (int i = 0; i < d.dk; ++i) gh[i] *= scale;
-      }
-    // (3) b = sigmoid(W_b x) per key channel; (4) w = sigmoid(W_w x) per value channel.
-    project(w.w_erase, w.w_erase_a, w.w_erase_b, x, T, s.erase.data(), s.low_rank.data(), pool);
-    kernels::sigmoid(s.erase.data(), T * d.hv * d.dk, s.erase.data());
-    project(w.w_write, w.w_write_a, w.w_write_b, x, T, s.write.data(), s.low_rank.data(), pool);
-    kernels::sigmoid(s.write.data(), T * d.cv, s.write.data());
-  } else {
-    // Plain gdn, one value per head, broadcast over the channels so one recurrence serves both:
-    // g = -e^{A_h} softplus(w_a . x + dt_bias); b = w = beta = sigmoid(w_b . x).
-    float* a = s.per_head.data();
-    project(w.w_decay, x, T, a, pool);
-    for (int64_t t = 0; t < T; ++t)
-      for (int h = 0; h < d.hv; ++h) a[t * d.hv + h] += w.decay_bias[size_t(h)];
-    kernels::softplus(a, T * d.hv, a);
-    for (int64_t t = 0; t < T; ++t)
-      for (int h = 0; h < d.hv; ++h)
-        std::fill_n(g + (t * d.hv + h) * d.dk, d.dk, -std::exp(w.a_log[size_t(h)]) * a[t * d.hv + h]);
-    project(w.w_beta, x, T, a, pool);
-    kernels::sigmoid(a, T * d.hv, a);
-    for (int64_t t = 0; t < T; ++t)
-      for (int h = 0; h < d.hv; ++h) {
-        std::fill_n(s.erase.data() + (t * d.hv + h) * d.dk, d.dk, a[t * d.hv + h]);
-        std::fill_n(s.write.data() + (t * d.hv + h) * d.dv, d.dv, a[t * d.hv + h]);
-      }
-  }
-
-  // (8) the output gate: sigmoid(W_g x) for gdn2 (seed 002), SiLU(W_g x) for gdn (FLA).
-  project(w.wg, w.wg_a, w.wg_b, x, T, s.gate.data(), s.low_rank.data(), pool);
-  if (d.per_channel)
-    kernels::sigmoid(s.gate.data(), T * d.cv, s.gate.data());
-  else
-    kernels::silu(s.gate.data(), T * d.cv, s.gate.data());
 }
 
-// (8) y = W_o [RMSNorm(o) * gate], each head normalised with the shared gain.
-void finish(const GdnWeights& w, const ModelConfig& c, const Dims& d, int64_t T, GdnScratch& s, float* out,
-            kernels::ThreadPool* pool) {
-  for (int64_t i = 0; i < T * d.hv; ++i) {
-    float* o = s.o.data() + i * d.dv;
-    const float* gate = s.gate.data() + i * d.dv;
-    kernels::rmsnorm(o, w.o_norm.data(), d.dv, float(c.norm.eps), c.norm.unit_offset, o);
-    for (int j = 0; j < d.dv; ++j) o[j] *= gate[j];
+// (2)-(4) and the output gate of (8) for value head h of token t, in place over their
+// pre-activations:
+//   gdn2: g = -e^{A_h} softplus(W_f x + b_f) and b = sigmoid(W_b x) per key channel,
+//         w = sigmoid(W_w x) per value channel, gate = sigmoid(W_g x) (seed 002);
+//   gdn:  one value per head broadcast over the channels, so one recurrence serves both:
+//         g = -e^{A_h} softplus(w_a . x + dt_bias), b = w = beta = sigmoid(w_b . x),
+//         gate = SiLU(W_g x) (FLA).
+void head_gates(const GdnWeights& w, const Dims& d, int64_t T, int64_t t, int h, GdnScratch& s) {
+  const int64_t key = (t * d.hv + h) * d.dk, val = (t * d.hv + h) * d.dv;
+  float* g = s.log_decay.data() + key;
+  const float decay_scale = -std::exp(w.a_log[size_t(h)]);
+  if (d.per_channel) {
+    const float* bias = w.decay_bias.data() + int64_t(h) * d.dk;
+    for (int i = 0; i < d.dk; ++i) g[i] += bias[i];
+    kernels::softplus(g, d.dk, g);
+    for (int i = 0; i < d.dk; ++i) g[i] *= decay_scale;
+    kernels::sigmoid(s.erase.data() + key, d.dk, s.erase.data() + key);
+    kernels::sigmoid(s.write.data() + val, d.dv, s.write.data() + val);
+    kernels::sigmoid(s.gate.data() + val, d.dv, s.gate.data() + val);
+    return;
   }
-  project(w.wo, s.o.data(), T, out, pool);
+  float* a = s.per_head.data() + t * d.hv + h;
+  float* beta = s.per_head.data() + T * d.hv + t * d.hv + h;
+  *a += w.decay_bias[size_t(h)];
+  kernels::softplus(a, 1, a);
+  kernels::sigmoid(beta, 1, beta);
+  std::fill_n(g, d.dk, decay_scale * *a);
+  std::fill_n(s.erase.data() + key, d.dk, *beta);
+  std::fill_n(s.write.data() + val, d.dv, *beta);
+  kernels::silu(s.gate.data() + val, d.dv, s.gate.data() + val);
+}
+
+// The second step of the low-rank gate projections for value head h: its rows of W_b (W_a x).
+void head_low_rank(const GdnWeights& w, const Dims& d, GdnScratch& s, int64_t rank, int h) {
+  Projection gates[kGateProjections];
+  const int n = gate_projections(w, d, 1, s, rank, gates);
+  for (int j = 0; j < n; ++j) {
+    if (!gates[j].two_step()) continue;
+    const int64_t rows = gates[j].b->rows / d.hv;
+    kernels::matvec(gates[j].b->slice_rows(h * rows, rows), gates[j].low_rank, gates[j].y + h * rows, nullptr);
+  }
+}
+
+// A prompt's gate inputs: the low-rank second steps, then (2)-(4) and the gate per token and head.
+void prepare_gates(const GdnWeights& w, const Dims& d, int64_t T, GdnScratch& s, int64_t rank,
+                   kernels::ThreadPool* pool) {
+  Projection gates[kGateProjections];
+  const int n = gate_projections(w, d, T, s, rank, gates);
+  for (int j = 0; j < n; ++j)
+    if (gates[j].two_step()) project(*gates[j].b, gates[j].low_rank, T, gates[j].y, pool);
+  for (int64_t t = 0; t < T; ++t)
+    for (int h = 0; h < d.hv; ++h) head_gates(w, d, T, t, h, s);
+}
+
+// (8), before W_o: o <- RMSNorm(o) * gate for value head h of token t (the heads share the gain).
+void gate_head_output(const GdnWeights& w, const ModelConfig& c, const Dims& d, int64_t t, int h, GdnScratch& s) {
+  float* o = s.o.data() + (t * d.hv + h) * d.dv;
+  const float* gate = s.gate.data() + (t * d.hv + h) * d.dv;
+  kernels::rmsnorm(o, w.o_norm.data(), d.dv, float(c.norm.eps), c.norm.unit_offset, o);
+  for (int j = 0; j < d.dv; ++j) o[j] *= gate[j];
 }
 
 // Pointers to value head h's inputs of token t.
@@ -346,29 +384,39 @@ void GdnScratch::reserve(const MixerSpec& m, int /*d_model*/, int64_t tokens) {
   if (gamma.size() < z.gamma) gamma.resize(z.gamma);
 }
 
+// Three regions: every projection of x (model/region.h); the value heads, each with its rows
+// of the low-rank gates, its gates, its recurrence step and its output gate; W_o. The convs
+// and norms between run on the caller.
 void gdn_decode(const GdnWeights& w, const MixerSpec& m, const ModelConfig& c, const float* x, GdnState& state,
                 GdnScratch& s, float* out, kernels::ThreadPool* pool) {
   const Dims d = dims_of(m);
   check(m, d, state, s, 1);
-  prepare(w, d, x, 1, state, s, pool);
-  kernels::parallel_rows(pool, d.hv, 1, [&](int64_t h0, int64_t h1) {
-    for (int64_t h = h0; h < h1; ++h) {
-      HeadBuffers buf = head_buffers(s, d, int(h));
-      recur(d, inputs(s, d, 0, int(h)), state.S.data() + h * d.dk * d.dv, buf, s.o.data() + h * d.dv);
-    }
+  const int64_t rank = std::max(m.gate_rank, m.out_gate_rank);
+  project_inputs(w, d, x, 1, s, rank, pool);
+  convolve_inputs(w, d, 1, state, s);
+  kernels::run_items(pool, d.hv, [&](int64_t h) {
+    head_low_rank(w, d, s, rank, int(h));
+    head_gates(w, d, 1, 0, int(h), s);
+    HeadBuffers buf = head_buffers(s, d, int(h));
+    recur(d, inputs(s, d, 0, int(h)), state.S.data() + h * d.dk * d.dv, buf, s.o.data() + h * d.dv);
+    gate_head_output(w, c, d, 0, int(h), s);
   });
-  finish(w, c, d, 1, s, out, pool);
+  const Product output{w.wo, s.o.data(), out};
+  run_products(std::span(&output, 1), pool);
 }
 
 void gdn_prefill(const GdnWeights& w, const MixerSpec& m, const ModelConfig& c, const float* x, int64_t T,
                  GdnState& state, GdnScratch& s, float* out, kernels::ThreadPool* pool) {
   const Dims d = dims_of(m);
+  const int64_t rank = std::max(m.gate_rank, m.out_gate_rank);
   // Pieces of the prompt that fit the scratch, whole chunks where possible; the state carries over.
   const int64_t piece = s.max_tokens >= kChunk ? s.max_tokens - s.max_tokens % kChunk : s.max_tokens;
   if (T > 0) check(m, d, state, s, std::max<int64_t>(1, std::min(T, piece)));  // an empty scratch throws
   for (int64_t t0 = 0; t0 < T; t0 += piece) {
     const int64_t n = std::min(piece, T - t0);
-    prepare(w, d, x + t0 * c.d_model, n, state, s, pool);
+    project_inputs(w, d, x + t0 * c.d_model, n, s, rank, pool);
+    convolve_inputs(w, d, n, state, s);
+    prepare_gates(w, d, n, s, rank, pool);
     kernels::parallel_rows(pool, d.hv, 1, [&](int64_t h0, int64_t h1) {
       for (int64_t h = h0; h < h1; ++h) {
         HeadBuffers buf = head_buffers(s, d, int(h));
@@ -377,7 +425,9 @@ void gdn_prefill(const GdnWeights& w, const MixerSpec& m, const ModelConfig& c, 
           chunk_wy(d, s, c0, std::min<int64_t>(kChunk, n - c0), int(h), state.S.data() + h * d.dk * d.dv, gamma, buf);
       }
     });
-    finish(w, c, d, n, s, out + t0 * c.d_model, pool);
+    for (int64_t t = 0; t < n; ++t)
+      for (int h = 0; h < d.hv; ++h) gate_head_output(w, c, d, t, h, s);
+    project(w.wo, s.o.data(), n, out + t0 * c.d_model, pool);
   }
 }
 

@@ -28,15 +28,14 @@ void check_weights(const MhcWeights& w, int n, int d, int64_t outputs, size_t al
 
 // s.m[0:outputs) = r vec(x) phi with r = 1 / sqrt(mean(vec(x)^2) + eps). vec(x) phi is the sum
 // of phi's rows weighted by the entries of vec(x), which add_rows forms for any storage type.
-void project(const MatrixView& phi, int n, int d, float eps, const float* streams, MhcScratch& s,
-             kernels::ThreadPool* pool) {
+void project(const MatrixView& phi, int n, int d, float eps, const float* streams, MhcScratch& s) {
   const int64_t nd = int64_t(n) * d;
   s.reserve(n, d);
   if (s.m.size() < size_t(phi.cols)) s.m.resize(size_t(phi.cols));
   const double ss = kernels::dot(streams, streams, nd);
   const float r = float(1.0 / std::sqrt(ss / double(nd) + double(eps)));
   std::fill(s.m.begin(), s.m.begin() + phi.cols, 0.0f);
-  kernels::add_rows(phi, s.row_ids.data(), streams, nd, s.m.data(), pool);
+  kernels::add_rows(phi, s.row_ids.data(), streams, nd, s.m.data(), nullptr);
   for (int64_t o = 0; o < phi.cols; ++o) s.m[size_t(o)] *= r;
 }
 
@@ -82,10 +81,10 @@ void sinkhorn(float* M, int n, int iters) {
 }
 
 void mhc_coefficients(const MhcWeights& w, int n, int d, float eps, int iters, const float* streams, MhcBoundary& b,
-                      MhcScratch& s, kernels::ThreadPool* pool) {
+                      MhcScratch& s) {
   const int64_t outputs = int64_t(n) * n + 2 * n;
   check_weights(w, n, d, outputs, 3, "mHC boundary");
-  project(w.phi, n, d, eps, streams, s, pool);
+  project(w.phi, n, d, eps, streams, s);
   const float* m = s.m.data();
   const float* bias = w.bias.data();
   const float a0 = w.alpha[0], a1 = w.alpha[1], a2 = w.alpha[2];
@@ -119,14 +118,14 @@ void mhc_write(const MhcBoundary& b, int n, int d, const float* f, float* stream
 }
 
 void mhc_readout(StreamReadout readout, const MhcWeights& w, int n, int d, float eps, const float* streams, float* y,
-                 MhcScratch& s, float* weights, kernels::ThreadPool* pool) {
+                 MhcScratch& s, float* weights) {
   s.reserve(n, d);
   float* g = s.old.data();  // n gate values; `old` is free outside mhc_write
   if (readout == StreamReadout::sum) {
     std::fill(g, g + n, 1.0f);
   } else {
     check_weights(w, n, d, n, 1, "mHC read-out");
-    project(w.phi, n, d, eps, streams, s, pool);
+    project(w.phi, n, d, eps, streams, s);
     for (int j = 0; j < n; ++j) g[j] = kernels::sigmoid(w.alpha[0] * s.m[size_t(j)] + w.bias[size_t(j)]) + kMhcReadoutEps;
   }
   std::fill(y, y + d, 0.0f);

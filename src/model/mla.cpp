@@ -10,6 +10,7 @@
 
 #include "kernels/ops.h"
 #include "model/attention.h"
+#include "model/region.h"
 
 namespace wren {
 
@@ -64,19 +65,45 @@ void check_scratch(const MlaScratch& s, const MixerSpec& m, int64_t pos) {
 }
 
 // q = W_q x, or W_qb RMSNorm(W_qa x); then each head's q_pe = q[i dqk + nope, (i+1) dqk) is
-// rotated at pos when the layer has rope.
-void project_query(const MlaWeights& w, const MixerSpec& m, const ModelConfig& c, const float* x, int64_t pos,
-                   MlaScratch& s, kernels::ThreadPool* pool) {
+// rotated at pos when the layer has rope. `first` (W_q or W_qa) joins the products of x
+// the caller runs in one region; finish_query does the rest.
+Product query_product(const MlaWeights& w, const MixerSpec& m, const float* x, MlaScratch& s) {
+  return m.q_lora_rank > 0 ? Product{w.wq_a, x, s.q_a.data()} : Product{w.wq, x, s.q.data()};
+}
+
+void finish_query(const MlaWeights& w, const MixerSpec& m, const ModelConfig& c, int64_t pos, MlaScratch& s,
+                  kernels::ThreadPool* pool) {
   if (m.q_lora_rank > 0) {
-    kernels::matvec(w.wq_a, x, s.q_a.data(), pool);
     kernels::rmsnorm(s.q_a.data(), w.q_a_norm.data(), m.q_lora_rank, float(c.norm.eps), c.norm.unit_offset,
                      s.q_a.data());
-    kernels::matvec(w.wq_b, s.q_a.data(), s.q.data(), pool);
-  } else {
-    kernels::matvec(w.wq, x, s.q.data(), pool);
+    const Product up{w.wq_b, s.q_a.data(), s.q.data()};
+    run_products(std::span(&up, 1), pool);
   }
   if (m.rope) rotate(w, m, s.q.data() + m.qk_nope_dim, m.n_heads, m.qk_nope_dim + m.qk_rope_dim, pos);
 }
+
+void project_query(const MlaWeights& w, const MixerSpec& m, const ModelConfig& c, const float* x, int64_t pos,
+                   MlaScratch& s, kernels::ThreadPool* pool) {
+  const Product first = query_product(w, m, x, s);
+  run_products(std::span(&first, 1), pool);
+  finish_query(w, m, c, pos, s, pool);
+}
+
+// The cache slot of this token after [c ; k_pe] = W_kva x: c = RMSNorm(c), k_pe rotated.
+void finish_slot(const MlaWeights& w, const MixerSpec& m, const ModelConfig& c, int64_t pos, float* slot) {
+  kernels::rmsnorm(slot, w.kv_a_norm.data(), m.kv_lora_rank, float(c.norm.eps), c.norm.unit_offset, slot);
+  if (m.rope) rotate(w, m, slot + m.kv_lora_rank, 1, m.qk_rope_dim, pos);
+}
+
+void check_append(const MixerSpec& m, const MlaCache& cache, int64_t pos) {
+  if (pos != cache.count)
+    throw std::runtime_error("MLA append at position " + std::to_string(pos) + " but the cache holds " +
+                             std::to_string(cache.count) + " tokens");
+  if (cache.latent_dim != m.kv_lora_rank || cache.key_dim != m.qk_rope_dim)
+    throw std::runtime_error("MLA cache was not initialised for this layer's widths");
+}
+
+constexpr int64_t kMinParallelWork = int64_t(1) << 15;
 
 float softmax_scale(const MlaWeights& w, const MixerSpec& m) {
   return (m.scale > 0 ? float(m.scale) : 1.0f / std::sqrt(float(m.qk_nope_dim + m.qk_rope_dim))) * w.rope.score_scale;
@@ -87,9 +114,6 @@ void project_output(const MlaWeights& w, const MixerSpec& m, const float* x, Mla
                     kernels::ThreadPool* pool) {
   gated_output(w.wg, w.wo, Vec{}, int64_t(m.n_heads) * m.v_head_dim, x, s.o.data(), s.gate.data(), out, pool);
 }
-
-// Below this many multiply-adds over the cache, one thread does every head.
-constexpr int64_t kMinParallelWork = int64_t(1) << 15;
 
 }  // namespace
 
@@ -146,15 +170,11 @@ void mla_append(const MlaWeights& w, const MixerSpec& m, const ModelConfig& c, c
                 MlaCache& cache, MlaScratch& /*unused: the cache slot is the working memory*/,
                 kernels::ThreadPool* pool) {
   check_rope(w, m);
-  if (pos != cache.count)
-    throw std::runtime_error("MLA append at position " + std::to_string(pos) + " but the cache holds " +
-                             std::to_string(cache.count) + " tokens");
-  if (cache.latent_dim != m.kv_lora_rank || cache.key_dim != m.qk_rope_dim)
-    throw std::runtime_error("MLA cache was not initialised for this layer's widths");
+  check_append(m, cache, pos);
   float* slot = cache.append();
-  kernels::matvec(w.wkv_a, x, slot, pool);
-  kernels::rmsnorm(slot, w.kv_a_norm.data(), m.kv_lora_rank, float(c.norm.eps), c.norm.unit_offset, slot);
-  if (m.rope) rotate(w, m, slot + m.kv_lora_rank, 1, m.qk_rope_dim, pos);
+  const Product latent{w.wkv_a, x, slot};
+  run_products(std::span(&latent, 1), pool);
+  finish_slot(w, m, c, pos, slot);
 }
 
 void mla_attention(const MlaWeights& w, const MixerSpec& m, const ModelConfig& c, const float* x, int64_t pos,
@@ -186,39 +206,66 @@ void mla_attention(const MlaWeights& w, const MixerSpec& m, const ModelConfig& c
   project_output(w, m, x, s, out, pool);
 }
 
+namespace {
+
+// The absorbed attention of the token at pos from its query in s.q, each head whole in one
+// item (its q~ from wk_b's rows, its scores row, its o_lat in place of q~, its W_UV product),
+// then the output gate and W_o; `gate` holds W_g x when the layer has an output gate.
+void absorbed_heads(const MlaWeights& w, const MixerSpec& m, int64_t pos, const MlaCache& cache, MlaScratch& s,
+                    float* out, kernels::ThreadPool* pool) {
+  const int H = m.n_heads, nope = m.qk_nope_dim, rope = m.qk_rope_dim, dqk = nope + rope, dv = m.v_head_dim;
+  const int L = m.kv_lora_rank;
+  const float scale = softmax_scale(w, m);
+  const int64_t n = pos + 1;
+  // Below kMinParallelWork multiply-adds over the cache (a short context) one thread does every head.
+  const bool parallel = n * int64_t(H) * (L + rope) >= kMinParallelWork;
+  kernels::run_items(parallel ? pool : nullptr, H, [&](int64_t h) {
+    // q~_i = W_UK_i^T q_nope_i = sum_j q_nope_i[j] W_UK[i nope + j, :]: a weighted sum of rows.
+    float* q_lat = s.q_lat.data() + h * L;
+    std::fill(q_lat, q_lat + L, 0.0f);
+    if (nope > 0) kernels::add_rows(w.wk_b, s.rows.data() + h * nope, s.q.data() + h * dqk, nope, q_lat, nullptr);
+    const float* q_pe = s.q.data() + h * dqk + nope;
+    float* p = s.scores.data() + h * s.context;
+    for (int64_t t = 0; t < n; ++t)
+      p[t] = (kernels::dot(q_lat, cache.latent(t), L) + kernels::dot(q_pe, cache.shared_key(t), rope)) * scale;
+    kernels::softmax(p, n);
+    std::fill(q_lat, q_lat + L, 0.0f);  // now o_lat_i = sum_t p_t c_t
+    for (int64_t t = 0; t < n; ++t) kernels::axpy(p[t], cache.latent(t), L, q_lat);
+    kernels::matvec(w.wv_b.slice_rows(h * dv, dv), q_lat, s.o.data() + h * dv, nullptr);
+  });
+  const int64_t width = int64_t(H) * dv;
+  if (present(w.wg)) {  // output gate: o *= sigmoid(W_g x)
+    kernels::sigmoid(s.gate.data(), width, s.gate.data());
+    for (int64_t i = 0; i < width; ++i) s.o[size_t(i)] *= s.gate[size_t(i)];
+  }
+  const Product output{w.wo, s.o.data(), out};
+  run_products(std::span(&output, 1), pool);
+}
+
+}  // namespace
+
 void mla_attention_absorbed(const MlaWeights& w, const MixerSpec& m, const ModelConfig& c, const float* x,
                             int64_t pos, const MlaCache& cache, MlaScratch& s, float* out, kernels::ThreadPool* pool) {
   check_rope(w, m);
   check_cache(cache, m, pos);
   check_scratch(s, m, pos);
-  project_query(w, m, c, x, pos, s, pool);
-  const int H = m.n_heads, nope = m.qk_nope_dim, rope = m.qk_rope_dim, dqk = nope + rope, dv = m.v_head_dim;
-  const int L = m.kv_lora_rank;
-  const float scale = softmax_scale(w, m);
-  const int64_t n = pos + 1;
-  // q~_i = W_UK_i^T q_nope_i = sum_j q_nope_i[j] W_UK[i nope + j, :]: a weighted sum of rows.
-  std::fill(s.q_lat.begin(), s.q_lat.begin() + int64_t(H) * L, 0.0f);
-  if (nope > 0)
-    for (int h = 0; h < H; ++h)
-      kernels::add_rows(w.wk_b, s.rows.data() + h * nope, s.q.data() + h * dqk, nope, s.q_lat.data() + h * L, pool);
-  // Each head is computed whole by one thread (its scores row, its o_lat in place of q~, its
-  // W_UV product), so the result does not depend on the thread count.
-  auto heads = [&](int64_t h0, int64_t h1) {
-    for (int64_t h = h0; h < h1; ++h) {
-      float* q_lat = s.q_lat.data() + h * L;
-      const float* q_pe = s.q.data() + h * dqk + nope;
-      float* p = s.scores.data() + h * s.context;
-      for (int64_t t = 0; t < n; ++t)
-        p[t] = (kernels::dot(q_lat, cache.latent(t), L) + kernels::dot(q_pe, cache.shared_key(t), rope)) * scale;
-      kernels::softmax(p, n);
-      std::fill(q_lat, q_lat + L, 0.0f);  // now o_lat_i = sum_t p_t c_t
-      for (int64_t t = 0; t < n; ++t) kernels::axpy(p[t], cache.latent(t), L, q_lat);
-      kernels::matvec(w.wv_b.slice_rows(h * dv, dv), q_lat, s.o.data() + h * dv, nullptr);
-    }
-  };
-  const bool parallel = n * int64_t(H) * (L + rope) >= kMinParallelWork;
-  kernels::parallel_rows(parallel ? pool : nullptr, H, 1, heads);
-  project_output(w, m, x, s, out, pool);
+  const Product first[] = {query_product(w, m, x, s), {w.wg, x, s.gate.data()}};
+  run_products(first, pool);
+  finish_query(w, m, c, pos, s, pool);
+  absorbed_heads(w, m, pos, cache, s, out, pool);
+}
+
+void mla_decode(const MlaWeights& w, const MixerSpec& m, const ModelConfig& c, const float* x, int64_t pos,
+                MlaCache& cache, MlaScratch& s, float* out, kernels::ThreadPool* pool) {
+  check_rope(w, m);
+  check_append(m, cache, pos);
+  check_scratch(s, m, pos);
+  float* slot = cache.append();
+  const Product first[] = {query_product(w, m, x, s), {w.wg, x, s.gate.data()}, {w.wkv_a, x, slot}};
+  run_products(first, pool);
+  finish_slot(w, m, c, pos, slot);
+  finish_query(w, m, c, pos, s, pool);
+  absorbed_heads(w, m, pos, cache, s, out, pool);
 }
 
 }  // namespace wren

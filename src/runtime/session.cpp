@@ -22,7 +22,8 @@
 namespace wren {
 
 Session::Session(std::shared_ptr<const Model> model, const SessionOptions& options)
-    : model_(std::move(model)), pool_(std::max(1, options.threads)), probe_(options.probe), lm_head_(options.lm_head) {
+    : model_(std::move(model)), pool_(&kernels::ThreadPool::shared(std::max(1, options.threads))), probe_(options.probe),
+      lm_head_(options.lm_head) {
   const ModelConfig& c = model_->config;
   if (probe_ && !probe_->fits(c))
     throw std::invalid_argument("sparsity probe: made for another model shape than " + c.name);
@@ -139,7 +140,7 @@ const float* Session::sublayer_input(int layer, bool ffn, const MixWeights& mix,
     case ResidualKind::plain:
       return x_.data();
     case ResidualKind::mhc:
-      mhc_coefficients(mhc, streams_, d_, eps, c.residual.sinkhorn_iters, x_.data(), boundary, mhc_scratch_, &pool_);
+      mhc_coefficients(mhc, streams_, d_, eps, c.residual.sinkhorn_iters, x_.data(), boundary, mhc_scratch_);
       mhc_read(boundary, streams_, d_, x_.data(), h_.data());
       return h_.data();
     case ResidualKind::attn_residuals:
@@ -186,8 +187,8 @@ void Session::fill_cache(int i, const float* x) {
   const ModelConfig& c = model_->config;
   const LayerWeights& w = model_->layers[size_t(i)];
   const int64_t pos = position() - 1;
-  if (c.mixer(i).kind == MixerKind::mla) mla_append(w.mla, c.mixer(i), c, x, pos, mla_[size_t(i)], mla_scratch_, &pool_);
-  else append_kv({w.attn, c.mixer(i), c, x, pos, attn_, &pool_}, kv_[size_t(i)]);
+  if (c.mixer(i).kind == MixerKind::mla) mla_append(w.mla, c.mixer(i), c, x, pos, mla_[size_t(i)], mla_scratch_, pool_);
+  else append_kv({w.attn, c.mixer(i), c, x, pos, attn_, pool_}, kv_[size_t(i)]);
 }
 
 void Session::run_mixer(int i, const float* x, float* out) {
@@ -198,9 +199,10 @@ void Session::run_mixer(int i, const float* x, float* out) {
   const int owner = c.cache_owner(i);
   const bool own_kv = c.layers[size_t(i)].kv.kind == KvSourceKind::own && c.has_cache(i);
   const bool recurrent = m.kind == MixerKind::gdn || m.kind == MixerKind::gdn2;
-  if (own_kv && !recurrent) fill_cache(i, x);
+  const bool mla = m.kind == MixerKind::mla;
+  if (own_kv && !recurrent && !mla) fill_cache(i, x);
   const GroupScores kept{scores_[size_t(i)].empty() ? nullptr : scores_[size_t(i)].data(), context_};
-  const AttentionStep step{w.attn, m, c, x, pos, attn_, &pool_};
+  const AttentionStep step{w.attn, m, c, x, pos, attn_, pool_};
   switch (m.kind) {
     case MixerKind::attention:
       window_attention(step, kv_[size_t(owner)], kept, out);
@@ -212,11 +214,14 @@ void Session::run_mixer(int i, const float* x, float* out) {
       sparse_attention(step, c.mixer(owner), kv_[size_t(owner)], GroupScores{scores_[size_t(owner)].data(), context_}, out);
       break;
     case MixerKind::mla:
-      mla_attention_absorbed(w.mla, m, c, x, pos, mla_[size_t(i)], mla_scratch_, out, &pool_);
+      if (own_kv)  // this token's cache entry and its attention share their projections' region
+        mla_decode(w.mla, m, c, x, pos, mla_[size_t(i)], mla_scratch_, out, pool_);
+      else
+        mla_attention_absorbed(w.mla, m, c, x, pos, mla_[size_t(i)], mla_scratch_, out, pool_);
       break;
     case MixerKind::gdn:
     case MixerKind::gdn2:
-      gdn_decode(w.gdn, m, c, x, gdn_[size_t(i)], gdn_scratch_, out, &pool_);
+      gdn_decode(w.gdn, m, c, x, gdn_[size_t(i)], gdn_scratch_, out, pool_);
       break;
   }
 }
@@ -228,10 +233,10 @@ void Session::run_ffn(int i, const float* x, float* out) {
   FfnProbe* probe = probe_ ? &probe_->layers[size_t(i)].ffn : nullptr;
   std::fill(out, out + d_, 0.0f);
   if (f.kind == FfnKind::dense) {
-    dense_ffn(f, w.dense, x, out, ffn_, &pool_, probe);
+    dense_ffn(w.dense, {f, x, out, ffn_, pool_, probe});
   } else {
     last_experts_[size_t(i)].resize(size_t(f.top_k));
-    moe_ffn(f, w.moe, d_, x, out, ffn_, &pool_, last_experts_[size_t(i)].data(), probe);
+    moe_ffn(w.moe, d_, {f, x, out, ffn_, pool_, probe}, last_experts_[size_t(i)].data());
   }
 }
 
@@ -249,7 +254,7 @@ void Session::forward(int32_t token, float* logits) {
     }
     if (w.engram_hasher)
       engram_gate_add(w.engram, *w.engram_hasher, ngram_context(w.engram_hasher->max_order()), x_.data(), streams_, d_,
-                      eps, c.norm.unit_offset, engram_gate_[size_t(i)], engram_scratch_, &pool_);
+                      eps, c.norm.unit_offset, engram_gate_[size_t(i)], engram_scratch_, pool_);
     bridge_kv(i);
     const float* h = sublayer_input(i, false, w.attn_res, w.attn_mhc, boundary_);
     kernels::rmsnorm(h, w.attn_norm.data(), d_, eps, c.norm.unit_offset, xn_.data());
@@ -278,11 +283,11 @@ void Session::finish(float* logits) {
     attn_res_mix(m.final_res, sources_, d_, eps, c.norm.unit_offset, mix_weights_.data(), h_.data(), tmp_.data());
     h = h_.data();
   } else if (c.residual.kind == ResidualKind::mhc) {
-    mhc_readout(c.residual.readout, m.final_mhc, streams_, d_, eps, x_.data(), h_.data(), mhc_scratch_, nullptr, &pool_);
+    mhc_readout(c.residual.readout, m.final_mhc, streams_, d_, eps, x_.data(), h_.data(), mhc_scratch_);
     h = h_.data();
   }
   kernels::rmsnorm(h, m.final_norm.data(), d_, eps, c.norm.unit_offset, xn_.data());
-  last_lm_head_ = lm_head_logits(m.lm_head, m.lm_head_prescore.get(), lm_head_, xn_.data(), logits, lm_scratch_, &pool_);
+  last_lm_head_ = lm_head_logits(m.lm_head, m.lm_head_prescore.get(), lm_head_, xn_.data(), logits, lm_scratch_, pool_);
   if (c.logit_softcap > 0)  // monotone, so the pre-score's candidates stay the best; -inf stays -inf
     for (int v = 0; v < c.rows(); ++v)
       if (logits[v] != -INFINITY) logits[v] = float(c.logit_softcap * std::tanh(logits[v] / c.logit_softcap));

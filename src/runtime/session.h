@@ -75,7 +75,7 @@ class Session {
 
   std::shared_ptr<const Model> model_;
   int64_t context_ = 0;
-  kernels::ThreadPool pool_;
+  kernels::ThreadPool* pool_;  // the process's pool of options.threads threads
   std::vector<int32_t> history_;
   std::vector<KvCache> kv_;                 // per layer; empty without a cache of its own
   std::vector<MlaCache> mla_;               // per MLA layer

@@ -1,0 +1,42 @@
+// model/: parallel regions of the forward pass. Decode streams every weight once per token,
+// so both cores must read memory in every layer; a region gathers all the products a step
+// can run at once (a layer's Q/K/V/gate projections, every chosen expert's gate and up
+// rows, ...) and wakes the pool once for all of them, where one call per matrix would wake
+// it for each and leave the small ones to a single core.
+//
+// Each product's rows are cut into items of about kItemBytes of weights; the cut depends on
+// the shapes alone, never on the thread count, and each item computes its rows whole, so a
+// region gives the same bits with any number of threads.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "kernels/threads.h"
+#include "model/tensor.h"
+
+namespace wren {
+
+// One product of a region: y = W x, or y += alpha W x when `accumulate`.
+struct Product {
+  MatrixView w;
+  const float* x = nullptr;
+  float* y = nullptr;
+  float alpha = 1.0f;
+  bool accumulate = false;
+};
+
+// Weights per item: large enough that taking an item costs nothing next to streaming it,
+// small enough that the last items even out the threads.
+constexpr int64_t kItemBytes = int64_t(128) << 10;
+// Item rows are multiples of 16, so two threads never write one cache line of y.
+constexpr int64_t kItemRowAlign = 16;
+
+// Rows per item of one product.
+int64_t item_rows(const MatrixView& w);
+
+// Every product of the list, in one region of `pool` (on the caller when null). Products
+// without rows are skipped.
+void run_products(std::span<const Product> products, kernels::ThreadPool* pool);
+
+}  // namespace wren

@@ -1,0 +1,208 @@
+// The thread pool (kernels/threads.h), the parallel regions of the forward pass
+// (model/region.h), and what they promise the engine: every item once, exceptions carried
+// back, nested and concurrent callers served, and logits that do not depend on the thread
+// count, bit for bit, on the architectures of test_architectures.cpp.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <thread>
+
+#include "config/model_config.h"
+#include "config/parse.h"
+#include "kernels/ops.h"
+#include "kernels/threads.h"
+#include "model/region.h"
+#include "runtime/session.h"
+#include "test_util.h"
+
+namespace wren {
+namespace {
+
+using kernels::ThreadPool;
+
+TEST(ThreadPool, RunsEveryItemExactlyOnce) {
+  for (int threads : {1, 2, 3, 5}) {
+    ThreadPool pool(threads);
+    EXPECT_EQ(pool.size(), threads);
+    for (int64_t n : {0, 1, 2, 3, 7, 64, 1000}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      for (int round = 0; round < 20; ++round) pool.run_items(n, [&](int64_t i) { hits[size_t(i)]++; });
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[size_t(i)].load(), 20) << threads << " threads, n " << n << " i " << i;
+    }
+  }
+}
+
+// Items do run on several threads (otherwise every other test here would pass trivially):
+// an item that waits until another item has started can only finish if two run at once.
+TEST(ThreadPool, RunsItemsConcurrently) {
+  ThreadPool pool(2);
+  std::atomic<int> started{0};
+  std::atomic<bool> overlapped{false};
+  pool.run_items(2, [&](int64_t) {
+    started++;
+    for (int spin = 0; spin < 200000000 && started.load() < 2; ++spin) std::this_thread::yield();
+    if (started.load() == 2) overlapped = true;
+  });
+  EXPECT_TRUE(overlapped.load());
+}
+
+TEST(ThreadPool, CarriesExceptionsBackFromAnyThread) {
+  ThreadPool pool(3);
+  for (int64_t bad : {int64_t(0), int64_t(5), int64_t(299)}) {
+    std::atomic<int64_t> ran{0};
+    EXPECT_THROW(pool.run_items(300, [&](int64_t i) {
+      ran++;
+      if (i == bad) throw std::runtime_error("item failed");
+    }), std::runtime_error);
+    EXPECT_EQ(ran.load(), 300) << "the other items still run";
+  }
+  std::atomic<int64_t> total{0};
+  pool.run_items(10, [&](int64_t) { total++; });  // still usable
+  EXPECT_EQ(total.load(), 10);
+}
+
+TEST(ThreadPool, NestedCallsRunOnTheCallingThread) {
+  ThreadPool pool(3);
+  std::atomic<int64_t> total{0};
+  pool.run_items(30, [&](int64_t) {
+    const auto outer = std::this_thread::get_id();
+    pool.run_items(7, [&](int64_t) {
+      EXPECT_EQ(std::this_thread::get_id(), outer);
+      total++;
+    });
+  });
+  EXPECT_EQ(total.load(), 30 * 7);
+}
+
+TEST(ThreadPool, OneSharedPoolPerThreadCount) {
+  EXPECT_EQ(&ThreadPool::shared(2), &ThreadPool::shared(2));
+  EXPECT_NE(&ThreadPool::shared(2), &ThreadPool::shared(3));
+  EXPECT_EQ(ThreadPool::shared(3).size(), 3);
+}
+
+// Two callers at once: one's jobs run on the workers, the other's (finding the pool busy)
+// on its own thread; every job is complete and right.
+TEST(ThreadPool, ServesTwoCallersAtOnce) {
+  ThreadPool& pool = ThreadPool::shared(2);
+  auto caller = [&](int64_t seed, std::atomic<int>& wrong) {
+    for (int job = 0; job < 300; ++job) {
+      const int64_t n = 1 + (seed * 31 + job * 17) % 97;
+      std::vector<int64_t> out(size_t(n), -1);
+      pool.run_items(n, [&](int64_t i) { out[size_t(i)] = i * seed; });
+      for (int64_t i = 0; i < n; ++i) wrong += out[size_t(i)] != i * seed;
+    }
+  };
+  std::atomic<int> wrong{0};
+  std::thread a(caller, 3, std::ref(wrong)), b(caller, 5, std::ref(wrong));
+  a.join(), b.join();
+  EXPECT_EQ(wrong.load(), 0);
+}
+
+// A region gives each product exactly what the whole-matrix kernel gives (the row items
+// change where rows are cut, never how a row is computed), for odd shapes and every type.
+TEST(Region, ProductsEqualWholeMatrixKernels) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const auto random = [&](size_t n) {
+    std::vector<float> v(n);
+    for (float& x : v) x = normal(rng);
+    return v;
+  };
+  ThreadPool pool(3);
+  for (auto type : {kernels::DType::f32, kernels::DType::bf16, kernels::DType::q8, kernels::DType::q4}) {
+    const int64_t shapes[][2] = {{1, 64}, {17, 96}, {1000, 64}, {3001, 160}, {40, 4096}};
+    std::vector<kernels::Matrix> mats;
+    std::vector<std::vector<float>> xs, ys, want;
+    for (auto [rows, cols] : shapes) {
+      const std::vector<float> w = random(size_t(rows * cols));
+      mats.push_back(kernels::encode_matrix(w.data(), rows, cols, type));
+      xs.push_back(random(size_t(cols)));
+      ys.push_back(random(size_t(rows)));
+    }
+    std::vector<Product> products;
+    for (size_t i = 0; i < mats.size(); ++i) {
+      want.push_back(ys[i]);
+      const bool acc = i % 2 == 1;
+      if (acc)
+        kernels::matvec_add(mats[i].view(), xs[i].data(), 0.75f, want[i].data());
+      else
+        kernels::matvec(mats[i].view(), xs[i].data(), want[i].data());
+      products.push_back({mats[i].view(), xs[i].data(), ys[i].data(), 0.75f, acc});
+    }
+    products.push_back({MatrixView{}, nullptr, nullptr});  // an absent product is skipped
+    run_products(products, &pool);
+    for (size_t i = 0; i < mats.size(); ++i)
+      EXPECT_EQ(ys[i], want[i]) << kernels::to_string(type) << " product " << i;
+  }
+}
+
+TEST(Region, ItemsAreWholeCacheLinesOfRows) {
+  const int64_t n = 10000;
+  const std::vector<float> w(size_t(n) * 64, 0.5f);
+  for (auto type : {kernels::DType::f32, kernels::DType::q8}) {
+    const kernels::Matrix m = kernels::encode_matrix(w.data(), n, 64, type);
+    const int64_t rows = item_rows(m.view());
+    EXPECT_EQ(rows % kItemRowAlign, 0);
+    EXPECT_LE(rows * (m.view().bytes() / n), kItemBytes);
+    EXPECT_GT(n / rows, 1) << "a " << n << "-row matrix must split into several items";
+  }
+}
+
+// ---- The engine: the same bits with any thread count --------------------------------
+
+std::vector<float> run_tokens(const std::shared_ptr<const Model>& model, int threads, int prompt, int steps) {
+  Session s(model, {.threads = threads});
+  const auto tokens = testing_util::random_tokens(prompt + steps, model->config.vocab_size, 9);
+  std::vector<float> logits(size_t(s.vocab_rows())), all;
+  s.prefill(std::span(tokens.data(), size_t(prompt)), logits.data());
+  all = logits;
+  for (int i = 0; i < steps; ++i) {
+    s.decode(tokens[size_t(prompt + i)], logits.data());
+    all.insert(all.end(), logits.begin(), logits.end());
+  }
+  return all;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// The minis, and wider copies (d_model 384, q8) whose products split into many row items.
+class ThreadCount : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
+
+TEST_P(ThreadCount, LogitsDoNotDependOnIt) {
+  const auto& [name, width] = GetParam();
+  ModelConfig c = load_preset(name);
+  if (width) c.d_model = width;
+  const auto model = testing_util::random_model(c, 4, width ? kernels::DType::q8 : kernels::DType::f32);
+  const std::vector<float> one = run_tokens(model, 1, 9, 12);
+  for (int threads : {2, 3}) EXPECT_TRUE(same_bits(run_tokens(model, threads, 9, 12), one)) << threads << " threads";
+}
+
+INSTANTIATE_TEST_SUITE_P(Engine, ThreadCount,
+                         ::testing::Combine(::testing::Values("embla-mini", "nenya-mini"), ::testing::Values(0, 384)),
+                         [](const auto& info) {
+                           std::string s = std::get<0>(info.param) + "_" + std::to_string(std::get<1>(info.param));
+                           for (char& ch : s) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+                           return s;
+                         });
+
+// Sessions on two threads at once share the process's pool and still give the logits of
+// one session run alone.
+TEST(ThreadCount, SessionsOnTwoThreadsShareThePool) {
+  ModelConfig c = load_preset("nenya-mini");
+  c.d_model = 256;
+  const auto model = testing_util::random_model(c, 4, kernels::DType::q8);
+  const std::vector<float> alone = run_tokens(model, 2, 5, 10);
+  std::vector<float> a, b;
+  std::thread ta([&] { a = run_tokens(model, 2, 5, 10); }), tb([&] { b = run_tokens(model, 2, 5, 10); });
+  ta.join(), tb.join();
+  EXPECT_TRUE(same_bits(a, alone));
+  EXPECT_TRUE(same_bits(b, alone));
+}
+
+}  // namespace
+}  // namespace wren
