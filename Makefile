@@ -1,7 +1,7 @@
 # The README's two commands: `make run` (the main job) and `make test` (the whole test suite,
 # then the engine's suites again under AddressSanitizer and UndefinedBehaviorSanitizer; the
-# libtorch trainer is left out of that build). Each installs its Debian
-# packages first (scripts/bootstrap).
+# libtorch trainer is left out of that build), then the explorer page in headless Chromium
+# (scripts/test-browser). Each installs its Debian packages first (scripts/bootstrap).
 BUILD ?= build
 ASAN  ?= $(BUILD)-asan
 JOBS  ?= 2
@@ -24,6 +24,7 @@ build-asan: bootstrap
 test: build build-asan
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	cd $(ASAN) && ctest --output-on-failure -j $(JOBS)
+	scripts/test-browser $(BUILD)/wren
 
 test-asan: build-asan
 	cd $(ASAN) && ctest --output-on-failure -j $(JOBS)
