@@ -18,7 +18,7 @@ function svgText(parent, x, y, text, attrs = {}) {
   return t;
 }
 
-const CHART_W = 460, CHART_H = 260, M = { l: 62, r: 12, t: 24, b: 40 };
+const CHART_W = 460, CHART_H = 240, M = { l: 62, r: 12, t: 24, b: 34 };
 
 function niceLogTicks(lo, hi) {
   const ticks = [];
@@ -48,9 +48,12 @@ function stackedBars(title, bars, stackLabels) {
       r.dataset.tip = p.tip;
       base += p.value;
     });
-    svgText(svg, M.l + i * w + w / 2, CHART_H - M.b + 14, b.name, { "text-anchor": "middle" });
+    const fit = Math.max(3, Math.floor(w / 6.2));  // characters that fit under a bar
+    const label = svgText(svg, M.l + i * w + w / 2, CHART_H - M.b + 14, b.name.length > fit ? b.name.slice(0, fit - 1) + "…" : b.name,
+                          { "text-anchor": "middle" });
+    label.dataset.tip = b.name;
   });
-  legend(svg, stackLabels.map((l, k) => [l, PALETTE[k % PALETTE.length]]), CHART_H - 12);
+  legend(svg, stackLabels.map((l, k) => [l, PALETTE[k % PALETTE.length]]));
   return svg;
 }
 
@@ -74,24 +77,28 @@ function lineChart(title, xLabel, series) {
   for (const p of series[0].points)  // the engine's own context keys ("16K"), every other power of 2
     if (Number.isInteger(Math.log2(p.x)) && Math.log2(p.x) % 2 === 0)
       svgText(svg, X(p.x), CHART_H - M.b + 14, p.key, { "text-anchor": "middle" });
-  svgText(svg, (M.l + CHART_W - M.r) / 2, CHART_H - M.b + 27, xLabel, { "text-anchor": "middle", fill: "#555" });
+  svgText(svg, (M.l + CHART_W - M.r) / 2, CHART_H - M.b + 26, xLabel, { "text-anchor": "middle", fill: "#555" });
   series.forEach((s, k) => {
     const color = PALETTE[k % PALETTE.length];
     const d = s.points.map((p, i) => `${i ? "L" : "M"}${X(p.x).toFixed(1)},${Y(p.y).toFixed(1)}`).join("");
     svgEl("path", { d, fill: "none", stroke: color, "stroke-width": 2 }, svg);
     for (const p of s.points) svgEl("circle", { cx: X(p.x), cy: Y(p.y), r: 3.5, fill: color }, svg).dataset.tip = p.tip;
   });
-  legend(svg, series.map((s, k) => [s.name, PALETTE[k % PALETTE.length]]), CHART_H - 2);
+  legend(svg, series.map((s, k) => [s.name, PALETTE[k % PALETTE.length]]));
   return svg;
 }
 
-function legend(svg, entries, y) {
-  let x = M.l;
+// Legend rows below the plot; the SVG grows to hold them.
+function legend(svg, entries) {
+  let x = M.l, y = CHART_H + 4;
   for (const [label, color] of entries) {
+    const width = 18 + 5.6 * label.length;
+    if (x + width > CHART_W && x > M.l) x = M.l, y += 13;
     svgEl("rect", { x, y: y - 8, width: 9, height: 9, fill: color }, svg);
-    const t = svgText(svg, x + 12, y, label, { "font-size": 10 });
-    x += 18 + 5.5 * label.length;
+    svgText(svg, x + 12, y, label, { "font-size": 10 });
+    x += width;
   }
+  svg.setAttribute("height", y + 6);
 }
 
 // Short renderings for axes and tables; the exact figure is always in the hover tip.

@@ -43,7 +43,7 @@ const LABEL_TABLE = {
   "n_shared": ["shared experts", "共享专家数"],
   "shared_hidden": ["shared width", "共享专家宽度"],
   "latent_dim": ["latent width", "潜在宽度"],
-  "mixer": ["mixer", "混合器"],
+  "mixer": ["sequence mixer", "序列混合器"],
   "ffn": ["FFN", "FFN"],
   "kv": ["K/V source", "K/V 来源"],
   "repeat": ["layers", "层数"],
@@ -123,6 +123,9 @@ const LABEL_TABLE = {
   "mla": ["MLA", "MLA"],
   "gdn": ["GDN", "GDN"],
   "gdn2": ["GDN-2", "GDN-2"],
+  "attention_products": ["scores and values:", "注意力分数与值："],
+  "weights_of": ["weights:", "权重："],
+  "from storage (engram rows)": ["from storage (engram rows)", "从存储读取（engram 行）"],
   "sequence-mixer state": ["sequence-mixer state", "序列混合器状态"],
 };
 const LANGUAGES = ["en", "zh"];

@@ -303,6 +303,12 @@ function addFromMenu() {
   renderAll();
 }
 
+// The report's row names ("attention: mla", "weights: lm_head") in the page's language.
+const rowLabel = k => {
+  const [, group, item] = /^(attention|weights): (.*)$/.exec(k) ?? [];
+  return group ? `${t(group === "attention" ? "attention_products" : "weights_of")} ${t(item)}` : t(k);
+};
+
 function componentParts(m, section, exclude, at) {
   return Object.entries(m.answer.report[section] ?? {})
     .filter(([k]) => !exclude(k))
@@ -315,7 +321,7 @@ function renderCharts() {
   box.replaceChildren();
   const bars = (title, partsOf) => {
     const perModel = valid.map(m => ({ name: m.json.name, parts: partsOf(m).map(([k, v]) => ({
-      label: t(k), value: v, tip: `${m.json.name} · ${t(k)}: ${exact(v)}` })) }));
+      label: rowLabel(k), value: v, tip: `${m.json.name} · ${rowLabel(k)}: ${exact(v)}` })) }));
     const labels = [...new Set(perModel.flatMap(b => b.parts.map(p => p.label)))];
     return stackedBars(title, perModel, labels);
   };
@@ -327,7 +333,7 @@ function renderCharts() {
     name: m.json.name,
     points: m.answer.curve_keys.map(({ n, key }) => {
       const v = m.answer.report[section][metric][key];
-      const parts = breakdown(m).map(([s, k]) => `${t(k.replace(/^(attention|weights): /, "")) || k}: ${exact(m.answer.report[s][k][key])}`);
+      const parts = breakdown(m).map(([s, k]) => `${rowLabel(k)}: ${exact(m.answer.report[s][k][key])}`);
       return { x: n, y: v, key, tip: `${m.json.name} · n = ${key}: ${exact(v)}\n${parts.join("\n")}` };
     }),
   })));
