@@ -9,6 +9,11 @@
 #include "explore/page_request.h"
 #include "explore/report.h"
 
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
 
 namespace wren::explore {
@@ -105,6 +110,26 @@ TEST(ExplorerPage, PageIsSelfContained) {
   size_t closes = 0;
   for (size_t at = page.find("</script>"); at != std::string::npos; at = page.find("</script>", at + 1)) ++closes;
   EXPECT_EQ(closes, 5u);
+}
+
+// `wren explore MODELS --hf FILE --html OUT`: the page opens with those models, in order; a bad
+// model name writes nothing.
+TEST(ExplorerPage, HtmlCommandWritesThePage) {
+  const std::string out = ::testing::TempDir() + "/explorer_page_test.html";
+  std::filesystem::remove(out);
+  const std::string hf = std::string(WREN_SOURCE_DIR) + "/tests/fixtures/hf/llama-3.1-8b.json";
+  ASSERT_EQ(std::system((std::string(WREN_BINARY) + " explore nenya-mini --hf " + hf + " --html " + out).c_str()), 0);
+  std::stringstream text;
+  text << std::ifstream(out).rdbuf();
+  const std::string page = text.str();
+  const size_t data = page.find("{\"open\":[");
+  ASSERT_NE(data, std::string::npos);
+  const size_t first = page.find("\"name\":\"nenya-mini\"", data), hf_model = page.find("\"d_model\":4096", data);
+  EXPECT_LT(first, hf_model);
+  EXPECT_LT(hf_model, page.find("\"presets\":", data));
+  std::filesystem::remove(out);
+  EXPECT_NE(std::system((std::string(WREN_BINARY) + " explore no-such-model --html " + out + " 2>/dev/null").c_str()), 0);
+  EXPECT_FALSE(std::filesystem::exists(out));
 }
 
 }  // namespace

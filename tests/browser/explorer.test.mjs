@@ -106,7 +106,8 @@ async function type(i, selector, value) {
 const t0 = Date.now();
 await page.goto("file://" + pagePath);
 await page.waitForFunction(() => window.wrenReady);
-const load = await page.evaluate(() => ({ ready: window.wrenReady, nav: performance.getEntriesByType("navigation")[0].duration }));
+const load = await page.evaluate(() => ({
+  ready: window.wrenReady, marks: performance.getEntriesByType("mark").map(m => `${m.name} ${m.startTime.toFixed(0)}`).join(", ") }));
 const names = await page.locator(".model .name").evaluateAll(e => e.map(x => x.value));
 assert.deepEqual(names, ["embla-1", "nenya", "qwen3-30b-a3b", "deepseek-v2-lite"]);
 await checkAll("opened");
@@ -159,7 +160,7 @@ const median = [...handler].sort((a, b) => a - b)[handler.length >> 1];
 await browser.close();
 const best = Math.min(...sliderTimes), worst = Math.max(...sliderTimes);
 console.log(`explorer page: ${checks} figures equal wren explore --format json; page ready ${load.ready.toFixed(0)} ms ` +
-            `after navigation start; slider update to painted frame ${best.toFixed(1)}-${worst.toFixed(1)} ms ` +
+            `after navigation start (${load.marks} ms); slider update to painted frame ${best.toFixed(1)}-${worst.toFixed(1)} ms ` +
             `(${sliderTimes.map(x => x.toFixed(0)).join(", ")}; the first move includes WebAssembly tier-up); ` +
             `compute and redraw in the handler median ${median.toFixed(1)} ms over ${handler.length} updates; whole test ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 if (process.env.WREN_SCREENSHOT) fs.copyFileSync(path.join(work, "explorer.png"), process.env.WREN_SCREENSHOT);

@@ -379,13 +379,16 @@ function setupTooltip() {
 }
 
 async function main() {
+  performance.mark("scripts");
   engine = await WrenEngine();
+  performance.mark("engine");
   document.getElementById("precisions").append(...PRECISIONS.map(p => el("option", { value: p })));
   document.getElementById("lang").addEventListener("change", e => { lang = e.target.value; renderAll(); });
   document.getElementById("phase").addEventListener("change", e => { phase = e.target.value; renderCharts(); });
   document.getElementById("add").addEventListener("click", addFromMenu);
   setupTooltip();
   for (const c of DATA.open) addModel(c);
+  performance.mark("evaluated");
   renderAll();
   window.wrenReady = performance.now();
 }
