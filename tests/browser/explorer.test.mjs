@@ -112,6 +112,18 @@ const names = await page.locator(".model .name").evaluateAll(e => e.map(x => x.v
 assert.deepEqual(names, ["embla-1", "nenya", "qwen3-30b-a3b", "deepseek-v2-lite"]);
 await checkAll("opened");
 
+// Hover: a chart mark shows its exact figure (the training FLOPs of model 0 at 1K).
+const qwenFile = await download(2), emblaFile = await download(0);
+const emblaAt1K = cliReport(emblaFile, { ...(await knobsOf(0)), context: 1024 }).report["FLOPs per token: training"].total["1K"];
+await page.locator("#charts svg").nth(2).locator("circle").first().hover();
+const tip = await page.locator("#tip").textContent();
+assert.ok(tip.startsWith(`embla-1 · n = 1K: ${emblaAt1K.toLocaleString("en-US")}`), tip);
+// Formulas: the seed's P_routed with qwen3's values, and the cost model's figure beside it.
+const qwen = cliReport(qwenFile, await knobsOf(2)).report;
+const routed = await card(2).locator('.formula[data-id="P_routed"]').textContent();
+assert.ok(routed.includes("= 48 × 3 × 2048 × 768 × 128 = 28,991,029,248"), routed);
+assert.ok(routed.includes(`cost model: ${qwen.parameters.routed_experts.toLocaleString("en-US")}`), routed);
+
 const sliderTimes = [];
 // Embla's engram is a residual source of width d_model: a wider d_model alone is invalid.
 sliderTimes.push(await slide(0, 'input[type=range][data-knob="d_model"]', 2560));
@@ -150,6 +162,8 @@ await checkAll("removed");
 
 await page.selectOption("#lang", "zh");
 assert.equal(await page.locator("#title").textContent(), "Wren 模型探索器");
+assert.equal(await card(0).locator(".totals td").first().textContent(), "层数");
+assert.equal(await page.locator("#add").textContent(), "+ 添加");
 await checkAll("Chinese");
 await page.selectOption("#lang", "en");
 await page.screenshot({ path: path.join(work, "explorer.png") });
