@@ -135,6 +135,8 @@ sliderTimes.push(await slide(0, 'input[type=range][data-knob="bandwidth"]', 200)
 await checkAll("sliders moved");
 
 await type(2, 'input.field[data-knob="n_kv_heads"]', 8);
+await type(3, 'input.field[data-knob="n_layers"]', 20);  // deepseek: 1 dense + 19 MoE layers
+assert.equal(await card(3).locator('input.field[data-knob="repeat"]').nth(1).inputValue(), "19");
 await type(1, 'input.field[data-knob="context"]', 50000);
 await type(0, 'input.text[data-knob="kv_precision"]', "int8:g128");
 await type(0, 'input.field[data-knob="rows"]', 999983);

@@ -47,6 +47,7 @@ const LABEL_TABLE = {
   "ffn": ["FFN", "FFN"],
   "kv": ["K/V source", "K/V 来源"],
   "repeat": ["layers", "层数"],
+  "n_layers": ["layers (longest group grows)", "层数（最长层组变化）"],
   "orders": ["n-gram orders", "n-gram 阶数"],
   "heads_per_order": ["heads per order", "每阶头数"],
   "rows": ["rows per table", "每表行数"],

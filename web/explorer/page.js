@@ -15,7 +15,7 @@ const RANGES = {
   q_lora_rank: [0, 4096, 32], kv_lora_rank: [0, 2048, 16], qk_nope_dim: [0, 512, 8], qk_rope_dim: [0, 256, 8],
   v_head_dim: [0, 512, 8], n_v_heads: [0, 128, 1], top_k: [1, 8192, 1], recent: [0, 4096, 16],
   hidden: [64, 65536, 64], n_experts: [1, 512, 1], expert_hidden: [16, 16384, 16], n_shared: [0, 8, 1],
-  shared_hidden: [0, 16384, 16], latent_dim: [0, 8192, 32], repeat: [1, 128, 1],
+  shared_hidden: [0, 16384, 16], latent_dim: [0, 8192, 32], repeat: [1, 128, 1], n_layers: [1, 256, 1],
   rows: [2, 4000000, 1], heads_per_order: [1, 32, 1], row_dim: [1, 1024, 1], streams: [1, 16, 1], block_size: [1, 32, 1],
   firing: [0, 1, 0.01], v_read: [0, 1, 0.01], bandwidth: [1, 4000, 1],
 };
@@ -110,7 +110,7 @@ function el(tag, attrs = {}, ...children) {
 }
 
 // A slider and a number field bound to one value; `set` receives the new number.
-function numberControl(m, key, label, value, set) {
+function numberControl(m, key, label, value, set, rebuild = false) {
   const [lo, hi0, step] = RANGES[key] ?? [0, Math.max(1, value * 4), 1];
   const hi = Math.max(hi0, value);
   const range = el("input", { type: "range", min: lo, max: hi, step, value, "data-knob": key });
@@ -119,9 +119,9 @@ function numberControl(m, key, label, value, set) {
     const v = Number(source.value);
     if (source === range) field.value = source.value;
     else if (v <= hi && v >= lo) range.value = source.value;
-    update(m, () => set(v));
+    update(m, () => set(v), rebuild);
   };
-  range.addEventListener("input", onChange(range));
+  range.addEventListener(rebuild ? "change" : "input", onChange(range));
   field.addEventListener("change", onChange(field));
   return el("label", { class: "knob" }, el("span", {}, label), range, field);
 }
@@ -158,7 +158,13 @@ function group(title, ...controls) {
 function modelControls(m) {
   const j = m.json;
   const num = (obj, key, label = t(key)) => numberControl(m, key, label, obj[key] ?? 0, v => (obj[key] = v));
-  const out = [group(t("g_model"), num(j, "d_model"), num(j, "vocab_size"), num(j, "context_length"),
+  const total = j.layers.reduce((s, l) => s + l.repeat, 0);
+  const layers = numberControl(m, "n_layers", t("n_layers"), total, v => {
+    // The longest group absorbs the change (the others keep their place in the schedule).
+    const g = j.layers.reduce((best, l, i) => (l.repeat > j.layers[best].repeat ? i : best), 0);
+    resizeGroup(j, g, Math.max(1, j.layers[g].repeat + v - j.layers.reduce((s, l) => s + l.repeat, 0)));
+  }, true);
+  const out = [group(t("g_model"), num(j, "d_model"), num(j, "vocab_size"), num(j, "context_length"), layers,
                      checkControl(m, "tie_embeddings", t("tie_embeddings"), !!j.tie_embeddings, v => (j.tie_embeddings = v)))];
   const mixers = Object.entries(j.mixers).map(([name, mx]) => {
     const kinds = Object.keys(MIXER_FIELDS).map(k => [k, t(k)]);
