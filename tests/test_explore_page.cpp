@@ -93,6 +93,11 @@ TEST(ExplorerPage, SeedFormulasMatchTheCostModelOnTheSeedsModels) {
   EXPECT_EQ(a["formulas"][0]["substituted"], "6 × 3 × 512 × 256 × 32");
   EXPECT_EQ(a["formulas"][0]["closed_value"].get<double>(), 6.0 * 3 * 512 * 256 * 32);
 
+  // Nenya's latent experts run at the latent width: 30 x 3 x 384 x 384 x 120.
+  const Json nenya = answer_page_request(request_for(load_preset("nenya"), 5000));
+  EXPECT_EQ(nenya["formulas"][0]["substituted"], "30 × 3 × 384 × 384 × 120");
+  EXPECT_EQ(nenya["formulas"][0]["closed_value"], nenya["formulas"][0]["model_value"]);
+
   const Json e = answer_page_request(request_for(load_preset("embla-1"), 5000));
   int differ = 0;
   for (const Json& f : e["formulas"]) differ += f["closed_value"] != f["model_value"];

@@ -3,7 +3,8 @@
 //   P_router = L_moe E d,  P_QKVO = 2 L_attn d (d_q + d_kv),  P_norms = (4L + 1) d,  P_head = d V,
 //   F_train = 6 P_active + 12 L_full d_q n/2 + 12 L_swa d_q min(n, w),  M_state = c B b d_kv L_kv n_ret.
 // The FFN and attention symbols are read from the first layer of each kind (the seed's models
-// have one of each); 3 becomes 2 for an ungated (ReLU^2) FFN.
+// have one of each); 3 becomes 2 for an ungated (ReLU^2) FFN, and d the latent width for
+// latent experts.
 #include "explore/formulas.h"
 
 #include <algorithm>
@@ -24,7 +25,7 @@ std::string num(double v) {
 // The symbols of the seed's forms, read off the config.
 struct Symbols {
   double d = 0, V = 0, L = 0;
-  double L_moe = 0, L_dense = 0, E = 0, k = 0, d_e = 0, d_s = 0, d_ff = 0, m_moe = 3, m_dense = 3;
+  double L_moe = 0, L_dense = 0, E = 0, k = 0, d_e = 0, d_in = 0, d_s = 0, d_ff = 0, m_moe = 3, m_dense = 3;
   double L_attn = 0, L_full = 0, L_swa = 0, d_q = 0, d_kv = 0, w = 0;
 };
 
@@ -41,6 +42,7 @@ Symbols read_symbols(const ModelConfig& c) {
       if (!have_moe) {
         have_moe = true;
         s.E = f.n_experts, s.k = f.top_k, s.d_e = f.expert_hidden, s.d_s = double(f.n_shared) * f.shared_hidden;
+        s.d_in = f.latent_dim ? f.latent_dim : c.d_model;  // latent MoE: experts run at the latent width
         s.m_moe = f.matrices();
       }
     } else {
@@ -70,9 +72,11 @@ std::vector<Formula> seed_formulas(const ModelReport& r, const ContextPoint& poi
     out.push_back({std::move(id), std::move(form), std::move(subst), closed, model});
   };
   const std::string m3 = num(s.m_moe), d3 = num(s.m_dense);
-  add("P_routed", "L_moe × " + m3 + " × d × d_e × E",
-      num(s.L_moe) + " × " + m3 + " × " + num(s.d) + " × " + num(s.d_e) + " × " + num(s.E),
-      s.L_moe * s.m_moe * s.d * s.d_e * s.E, component(p, Component::routed_experts));
+  const bool latent = s.d_in && s.d_in != s.d;
+  const double d_in = latent ? s.d_in : s.d;
+  add("P_routed", "L_moe × " + m3 + (latent ? " × d_latent" : " × d") + " × d_e × E",
+      num(s.L_moe) + " × " + m3 + " × " + num(d_in) + " × " + num(s.d_e) + " × " + num(s.E),
+      s.L_moe * s.m_moe * d_in * s.d_e * s.E, component(p, Component::routed_experts));
   add("P_shared", "L_moe × " + m3 + " × d × d_s", num(s.L_moe) + " × " + m3 + " × " + num(s.d) + " × " + num(s.d_s),
       s.L_moe * s.m_moe * s.d * s.d_s, component(p, Component::shared_experts));
   add("P_dense", "L_dense × " + d3 + " × d × d_ff",
