@@ -3,8 +3,9 @@
 # and every test binary, the whole test suite, then the engine's suites again under
 # AddressSanitizer and UndefinedBehaviorSanitizer; the libtorch trainer is left out of that
 # build; then the kernels' tests cross-compiled for aarch64 and run under qemu,
-# scripts/test-aarch64). Each installs its Debian packages first (scripts/bootstrap; the
-# aarch64 step installs its own).
+# scripts/test-aarch64), then the explorer page in headless Chromium
+# (scripts/test-browser). Each installs its Debian packages first (scripts/bootstrap;
+# the aarch64 and browser steps install their own).
 BUILD ?= build
 ASAN  ?= $(BUILD)-asan
 JOBS  ?= 2
@@ -31,6 +32,7 @@ test: build build-asan
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	cd $(ASAN) && ctest --output-on-failure -j $(JOBS)
 	JOBS=$(JOBS) scripts/test-aarch64 $(BUILD)-aarch64
+	scripts/test-browser $(BUILD)/wren
 
 test-asan: build-asan
 	cd $(ASAN) && ctest --output-on-failure -j $(JOBS)

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <limits>
 #include <sstream>
+#include <stdexcept>
 
 namespace wren::explore {
 
@@ -30,6 +31,25 @@ ModelReport build_report(const ModelConfig& c, const ReportOptions& o) {
     r.points.push_back(p);
   }
   return r;
+}
+
+DecodeKnobs parse_knobs(const KnobText& t) {
+  auto fraction = [](const char* what, double v) {
+    if (!(v >= 0.0 && v <= 1.0))
+      throw std::invalid_argument(std::string(what) + " " + std::to_string(v) + ": expected a fraction in [0, 1]");
+    return v;
+  };
+  DecodeKnobs k;
+  k.weights = parse_precision(t.weights);
+  k.head = parse_precision(t.head.empty() ? t.weights : t.head);
+  k.kv = parse_precision(t.kv);
+  k.engram = parse_precision(t.engram.empty() ? t.weights : t.engram);
+  k.firing_fraction = fraction("firing fraction", t.firing);
+  k.v_read_fraction = fraction("V rows read", t.v_read);
+  if (!(t.bandwidth > 0)) throw std::invalid_argument("bandwidth " + std::to_string(t.bandwidth) + " GB/s: expected > 0");
+  k.bandwidth_gbs = t.bandwidth;
+  k.engram_from_storage = t.engram_storage;
+  return k;
 }
 
 namespace {
@@ -145,6 +165,8 @@ std::string human(double v, Unit u) {
   }
 }
 
+}  // namespace
+
 std::string context_text(double n) {
   char buf[32];
   if (n >= 1024 * 1024 && std::fmod(n, 1024 * 1024) == 0) std::snprintf(buf, sizeof buf, "%.0fM", n / (1024 * 1024));
@@ -152,8 +174,6 @@ std::string context_text(double n) {
   else std::snprintf(buf, sizeof buf, "%.0f", n);
   return buf;
 }
-
-}  // namespace
 
 std::string render_table(const std::vector<ModelReport>& reports, const ReportOptions& o) {
   const Rows rows = collect(reports);

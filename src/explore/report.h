@@ -35,8 +35,19 @@ struct ReportOptions {
 
 ModelReport build_report(const ModelConfig& c, const ReportOptions& o);
 
+// The decode knobs as the command line and the page give them: precision names (an empty
+// head or engram precision follows the weights) and fractions, checked and parsed once.
+struct KnobText {
+  std::string weights = "bf16", head, kv = "bf16", engram;
+  double firing = 1.0, v_read = 1.0, bandwidth = 50.0;
+  bool engram_storage = false;
+};
+DecodeKnobs parse_knobs(const KnobText& t);  // std::invalid_argument naming the bad knob
+
 std::string render_table(const std::vector<ModelReport>& r, const ReportOptions& o);
 Json render_json(const std::vector<ModelReport>& r, const ReportOptions& o);
+// A context length as the reports key it: "16K", "1M", "1000".
+std::string context_text(double n);
 // Long form: model,section,metric,context,value (context empty for context-free figures).
 std::string render_csv(const std::vector<ModelReport>& r);
 

@@ -1,5 +1,6 @@
 // wren explore: the cost model for presets, config files, model directories and Hugging
-// Face config.json files, side by side, as tables (default), JSON or CSV, plus SVG charts.
+// Face config.json files, side by side, as tables (default), JSON or CSV, plus SVG charts,
+// or as the interactive page (--html).
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -9,6 +10,7 @@
 
 #include "config/hf_config.h"
 #include "config/parse.h"
+#include "explore/page_html.h"
 #include "explore/report.h"
 #include "tools/commands.h"
 #include "tools/output.h"
@@ -20,10 +22,9 @@ namespace {
 struct ExploreArgs {
   std::vector<std::string> models, hf;
   std::string contexts = "1024,4096,16384,65536,262144,1048576";
-  std::string weights = "bf16", head, kv = "bf16", engram;
-  double firing = 1.0, v_read = 1.0, bandwidth = 50.0;
-  bool engram_storage = false, detail = false;
-  std::string format = "table", svg_dir, output;
+  explore::KnobText knobs;
+  bool detail = false;
+  std::string format = "table", svg_dir, output, html;
 };
 
 std::vector<double> parse_contexts(const std::string& text) {
@@ -45,23 +46,30 @@ std::vector<double> parse_contexts(const std::string& text) {
   return out;
 }
 
+// The interactive page opens with the given models, or with Wren's two and two open models.
+void write_page(std::vector<ModelConfig> open, const std::string& path) {
+  if (open.empty())
+    for (const char* name : {"embla-1", "nenya", "qwen3-30b-a3b", "deepseek-v2-lite"}) open.push_back(load_preset(name));
+  explore::PageModels models{std::move(open), {}};
+  for (auto& name : preset_names()) models.presets.push_back(load_preset(name));
+  write_text_atomic(path, explore::render_page(models));
+}
+
 void run(const ExploreArgs& a) {
   explore::ReportOptions o;
   o.contexts = parse_contexts(a.contexts);
-  explore::DecodeKnobs& k = o.knobs;
-  k.weights = explore::parse_precision(a.weights);
-  k.head = explore::parse_precision(a.head.empty() ? a.weights : a.head);
-  k.kv = explore::parse_precision(a.kv);
-  k.engram = explore::parse_precision(a.engram.empty() ? a.weights : a.engram);
-  k.firing_fraction = a.firing;
-  k.v_read_fraction = a.v_read;
-  k.engram_from_storage = a.engram_storage;
-  k.bandwidth_gbs = a.bandwidth;
+  o.knobs = explore::parse_knobs(a.knobs);
   o.detail = a.detail;
 
+  std::vector<ModelConfig> configs;
+  for (auto& m : a.models) configs.push_back(resolve_model_config(m));
+  for (auto& h : a.hf) configs.push_back(load_hf_config(h));
+  if (!a.html.empty()) {
+    write_page(configs, a.html);
+    return;
+  }
   std::vector<explore::ModelReport> reports;
-  for (auto& m : a.models) reports.push_back(explore::build_report(resolve_model_config(m), o));
-  for (auto& h : a.hf) reports.push_back(explore::build_report(load_hf_config(h), o));
+  for (auto& c : configs) reports.push_back(explore::build_report(c, o));
   if (reports.empty()) throw std::runtime_error("explore: name at least one model (preset, config file or --hf file)");
 
   std::string text = a.format == "json" ? explore::render_json(reports, o).dump(2) + "\n"
@@ -88,22 +96,24 @@ void register_explore(CLI::App& app) {
   }() + "), config JSON files or model directories");
   cmd->add_option("--hf", a.hf, "a Hugging Face config.json (repeatable)");
   cmd->add_option("--context", a.contexts, "comma-separated context lengths")->capture_default_str();
-  cmd->add_option("--weights", a.weights, "weight precision: f32, bf16, int8[:gN], int4[:gN]")->capture_default_str();
-  cmd->add_option("--head", a.head, "LM head precision (default: as --weights)");
-  cmd->add_option("--kv", a.kv, "KV cache precision")->capture_default_str();
-  cmd->add_option("--engram", a.engram, "engram table precision (default: as --weights)");
-  cmd->add_option("--firing", a.firing, "fraction of ReLU^2 neurons that fire (dead_neuron_skip)")
+  cmd->add_option("--weights", a.knobs.weights, "weight precision: f32, bf16, int8[:gN], int4[:gN]")->capture_default_str();
+  cmd->add_option("--head", a.knobs.head, "LM head precision (default: as --weights)");
+  cmd->add_option("--kv", a.knobs.kv, "KV cache precision")->capture_default_str();
+  cmd->add_option("--engram", a.knobs.engram, "engram table precision (default: as --weights)");
+  cmd->add_option("--firing", a.knobs.firing, "fraction of ReLU^2 neurons that fire (dead_neuron_skip)")
       ->check(CLI::Range(0.0, 1.0))->capture_default_str();
-  cmd->add_option("--v-read", a.v_read, "fraction of V rows a ReLU^2 attention layer reads (V-skip)")
+  cmd->add_option("--v-read", a.knobs.v_read, "fraction of V rows a ReLU^2 attention layer reads (V-skip)")
       ->check(CLI::Range(0.0, 1.0))->capture_default_str();
-  cmd->add_flag("--engram-storage", a.engram_storage, "engram rows are read from storage, not memory");
-  cmd->add_option("--bandwidth", a.bandwidth, "memory bandwidth in GB/s for the tokens/s ceiling")
+  cmd->add_flag("--engram-storage", a.knobs.engram_storage, "engram rows are read from storage, not memory");
+  cmd->add_option("--bandwidth", a.knobs.bandwidth, "memory bandwidth in GB/s for the tokens/s ceiling")
       ->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--format", a.format, "table, json or csv")->check(CLI::IsMember({"table", "json", "csv"}))
       ->capture_default_str();
   cmd->add_flag("--detail", a.detail, "tables: every breakdown by component and mixer kind");
   cmd->add_option("-o,--output", a.output, "write the report to this file instead of standard output");
   cmd->add_option("--svg", a.svg_dir, "write SVG charts into this directory");
+  cmd->add_option("--html", a.html,
+                  "write the interactive explorer page (one self-contained file) opening with the models named");
   cmd->callback([] { run(a); });
 }
 

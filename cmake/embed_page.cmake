@@ -1,0 +1,22 @@
+# Writes a C++ file that holds the explorer page's sources (web/explorer/: the HTML template,
+# style, scripts and the generated engine) as (file name, text) pairs, for `wren explore --html`.
+set(body "// Generated from web/explorer/ by cmake/embed_page.cmake. Do not edit.\n")
+string(APPEND body "#include <string_view>\n#include <utility>\n#include <vector>\n")
+string(APPEND body "namespace wren::explore {\nconst std::vector<std::pair<std::string_view, std::string_view>>& page_files() {\n")
+string(APPEND body "  static const std::vector<std::pair<std::string_view, std::string_view>> files = {\n")
+foreach(f page.html page.css labels.js charts.js page.js generated/engine.js)
+  file(READ ${DIR}/${f} text)
+  # A raw string literal holds at most 64K characters on some compilers; pieces concatenate.
+  string(LENGTH "${text}" n)
+  string(APPEND body "    {\"${f}\", ")
+  set(at 0)
+  while(at LESS n)
+    string(SUBSTRING "${text}" ${at} 60000 piece)
+    string(APPEND body "R\"wrenpage(${piece})wrenpage\"\n")
+    math(EXPR at "${at} + 60000")
+  endwhile()
+  string(APPEND body "},\n")
+endforeach()
+string(APPEND body "  };\n  return files;\n}\n}  // namespace wren::explore\n")
+file(WRITE ${OUT}.tmp "${body}")
+file(RENAME ${OUT}.tmp ${OUT})
