@@ -13,6 +13,7 @@
 #include "hwy/highway.h"
 
 #include <algorithm>
+#include <atomic>
 #include <vector>
 
 #include "kernels/ops.h"
@@ -263,11 +264,18 @@ constexpr int64_t kRowAlign = 16;
 const char* active_target() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
 
 namespace {
+std::atomic<bool> g_f32_activations{false};
+}  // namespace
+
+void set_f32_activations(bool on) { g_f32_activations.store(on, std::memory_order_relaxed); }
+bool f32_activations() { return g_f32_activations.load(std::memory_order_relaxed); }
+
+namespace {
 // Rows [r0, r1): f32 / bf16 through Highway; q8 / q4 through the integer path, its dots
 // gathered in blocks on the stack when they are added to y.
 void range(const MatrixView& w, const float* x, const QuantizedActivation* xq, float alpha,
            bool accumulate, float* y, int64_t r0, int64_t r1) {
-  if (w.type != DType::q8 && w.type != DType::q4) {
+  if ((w.type != DType::q8 && w.type != DType::q4) || f32_activations()) {
     HWY_DYNAMIC_DISPATCH(MatvecRange)(w, x, alpha, accumulate, y, r0, r1);
     return;
   }
@@ -290,7 +298,7 @@ void range(const MatrixView& w, const float* x, const QuantizedActivation* xq, f
 void matvec_rows(const MatrixView& w, const float* x, float alpha, bool accumulate, float* y,
                  ThreadPool* pool) {
   const QuantizedActivation* xq = nullptr;
-  if (w.type == DType::q8 || w.type == DType::q4) {
+  if ((w.type == DType::q8 || w.type == DType::q4) && !f32_activations()) {
     thread_local QuantizedActivation scratch;  // grown once per thread
     quantize_activation(x, w.cols, w.group, scratch);
     xq = &scratch;

@@ -83,6 +83,13 @@ std::vector<const char*> supported_int8_paths();
 // Throws KernelError for an unknown or unsupported name.
 void set_int8_path(const char* name);
 
+// Parity mode: q8 / q4 rows widened to f32 and dotted with the unquantised x, the product an
+// f32 reference computes from the dequantised weights, instead of the integer path (whose
+// 8-bit input rounding a reference does not model). Off by default; the tests that compare
+// the engine with the libtorch reference on quantised weights turn it on.
+void set_f32_activations(bool on);
+bool f32_activations();
+
 // ---- Vector primitives --------------------------------------------------------------
 
 float dot(const float* a, const float* b, int64_t n);

@@ -10,13 +10,14 @@ namespace wren {
 
 namespace {
 
-// Rows [r0, r1) of one product.
-void product_rows(const Product& p, int64_t r0, int64_t r1) {
-  const MatrixView rows = p.w.slice_rows(r0, r1 - r0);
+bool quantised(const MatrixView& w) { return w.type == kernels::DType::q8 || w.type == kernels::DType::q4; }
+
+// Rows [r0, r1) of one product; xq is its input quantised for the integer path (q8 / q4).
+void product_rows(const Product& p, const kernels::QuantizedActivation* xq, int64_t r0, int64_t r1) {
   if (p.accumulate)
-    kernels::matvec_add(rows, p.x, p.alpha, p.y + r0, nullptr);
+    kernels::matvec_add_range(p.w, p.x, xq, p.alpha, p.y, r0, r1);
   else
-    kernels::matvec(rows, p.x, p.y + r0, nullptr);
+    kernels::matvec_range(p.w, p.x, xq, p.y, r0, r1);
 }
 
 }  // namespace
@@ -40,11 +41,33 @@ void run_products(std::span<const Product> products, kernels::ThreadPool* pool) 
     step[i] = present(w) ? item_rows(w) : 1;
     first[i + 1] = first[i] + (present(w) ? (w.rows + step[i] - 1) / step[i] : 0);
   }
+  // Each distinct (x, group) of the quantised products is quantised once, on the caller,
+  // before the items run: xq_of[i] indexes activation[] (-1: f32 / bf16, none needed).
+  thread_local std::vector<kernels::QuantizedActivation> activation;
+  thread_local std::vector<int64_t> xq_buf;
+  xq_buf.assign(size_t(n), -1);
+  int64_t n_activations = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const Product& p = products[size_t(i)];
+    if (!present(p.w) || !quantised(p.w)) continue;
+    for (int64_t j = 0; j < i && xq_buf[size_t(i)] < 0; ++j)
+      if (xq_buf[size_t(j)] >= 0 && products[size_t(j)].x == p.x && products[size_t(j)].w.group == p.w.group &&
+          products[size_t(j)].w.cols == p.w.cols)
+        xq_buf[size_t(i)] = xq_buf[size_t(j)];
+    if (xq_buf[size_t(i)] >= 0) continue;
+    if (size_t(n_activations) == activation.size()) activation.emplace_back();
+    kernels::quantize_activation(p.x, p.w.cols, p.w.group, activation[size_t(n_activations)]);
+    xq_buf[size_t(i)] = n_activations++;
+  }
+  // The items run on other threads too: they see the caller's buffers through pointers
+  // (a thread_local named inside the lambda would be the worker's own).
+  const int64_t* xq_of = xq_buf.data();
+  const kernels::QuantizedActivation* xq = activation.data();
   kernels::run_items(pool, first[n], [&](int64_t item) {
     const int64_t i = std::upper_bound(first + 1, first + n + 1, item) - (first + 1);
     const Product& p = products[size_t(i)];
     const int64_t r0 = (item - first[i]) * step[i];
-    product_rows(p, r0, std::min(p.w.rows, r0 + step[i]));
+    product_rows(p, xq_of[i] >= 0 ? xq + xq_of[i] : nullptr, r0, std::min(p.w.rows, r0 + step[i]));
   });
 }
 
