@@ -21,7 +21,19 @@ double norm2(const float* v, int64_t n) {
   return std::sqrt(s);
 }
 
+// e_G = sqrt(G) / 254 (lm_head.h), rounded up: the share of ||x|| that rounding x to 8 bits
+// per group of G can move.
+double rounding_share(int group) { return std::sqrt(double(group)) / 254.0 * 1.01; }
+
 }  // namespace
+
+LmHeadBound lm_head_bound(const MatrixView& head) {
+  if (kernels::f32_activations()) return {1.0f, 0.0f};
+  const double e32 = rounding_share(kGroup);
+  const bool integer_head = head.type == kernels::DType::q8 || head.type == kernels::DType::q4;
+  const double d = !integer_head ? e32 : head.group == kGroup ? 0.0 : rounding_share(head.group) + e32;
+  return {float(1.0 + e32), float(d)};
+}
 
 std::shared_ptr<const LmHeadPrescore> make_lm_head_prescore(const MatrixView& head) {
   if (!present(head) || head.type == kernels::DType::q4 || head.cols % kGroup != 0) return nullptr;
@@ -31,7 +43,7 @@ std::shared_ptr<const LmHeadPrescore> make_lm_head_prescore(const MatrixView& he
   q.type = kernels::DType::q4, q.rows = rows, q.cols = cols, q.group = kGroup;
   q.values.resize(size_t(rows * cols / 2));
   q.scales.resize(size_t(rows * (cols / kGroup)));
-  pre->c.resize(size_t(rows));
+  pre->c.resize(size_t(rows)), pre->w_norm.resize(size_t(rows));
   const double gamma = double(cols + 4) * 0x1p-24;
   const size_t n = size_t(cols);
   std::vector<float> w(n), w4(n), diff(n);
@@ -44,6 +56,7 @@ std::shared_ptr<const LmHeadPrescore> make_lm_head_prescore(const MatrixView& he
     for (int64_t j = 0; j < cols; ++j) diff[size_t(j)] = w[size_t(j)] - w4[size_t(j)];
     // Rounded up a little: the bound must hold, the f32 sums of norm2 are in double.
     pre->c[size_t(r)] = float((norm2(diff.data(), cols) + gamma * (norm2(w.data(), cols) + norm2(w4.data(), cols))) * 1.0001);
+    pre->w_norm[size_t(r)] = float(norm2(w.data(), cols) * 1.0001);
   }
   return pre;
 }
@@ -70,14 +83,16 @@ LmHeadRead lm_head_logits(const MatrixView& head, const LmHeadPrescore* pre, con
   const MatrixView q4 = pre->q4.view();
   kernels::matvec(q4, x, s.prescore.data(), pool);
   const float x_norm = float(norm2(x, head.cols) * 1.0001);
-  for (int64_t r = 0; r < rows; ++r) s.lower[size_t(r)] = s.prescore[size_t(r)] - pre->c[size_t(r)] * x_norm;
+  const LmHeadBound terms = lm_head_bound(head);
+  const auto bound = [&](int64_t r) { return terms.of(*pre, r, x_norm); };
+  for (int64_t r = 0; r < rows; ++r) s.lower[size_t(r)] = s.prescore[size_t(r)] - bound(r);
   std::nth_element(s.lower.begin(), s.lower.begin() + (keep - 1), s.lower.begin() + rows, std::greater<float>());
   const float bar = s.lower[size_t(keep - 1)];
   // Candidates: every row whose upper bound reaches the keep-th best lower bound.
   int64_t n = 0;
   const int64_t cap = int64_t(s.rescored.size());
   for (int64_t r = 0; r < rows && n <= cap; ++r)
-    if (s.prescore[size_t(r)] + pre->c[size_t(r)] * x_norm >= bar) s.candidates[size_t(n++)] = int32_t(r);
+    if (s.prescore[size_t(r)] + bound(r) >= bar) s.candidates[size_t(n++)] = int32_t(r);
   read.bytes = double(q4.bytes());
   if (n > cap || n == 0) {  // no saving left (or NaN bounds): the exact head
     kernels::matvec(head, x, logits, pool);

@@ -20,6 +20,14 @@
 // min-p and temperature that act on the top k after it) draw from exactly the distribution
 // the exact head gives. When C would be so large that rescoring costs more than it saves
 // (|C| > rows / 4), the whole head is run exactly instead.
+//
+// The integer matvec (kernels/ops.h) dots the rows with x^, x rounded to 8 bits per group of
+// G: |x_i - x^_i| <= s_g / 2 = max_g |x| / 254, so ||x - x^||_2 <= e_G ||x||_2 with
+// e_G = sqrt(G) / 254. The pre-score is then Q4_r . x^_32, and the bound becomes
+//   b_r = (c_r (1 + e_32) + ||W_r||_2 d) ||x||_2,
+// d the bound on ||x^_head - x^_32|| / ||x||: 0 when the head is q8 with groups of 32 (both
+// products see the same x^), e_32 for an f32 / bf16 head (its product sees x), e_G + e_32
+// for a q8 head of another group G; and b_r = c_r ||x||_2 in the f32-activation parity mode.
 #pragma once
 
 #include <cstdint>
@@ -34,8 +42,18 @@ namespace wren {
 
 struct LmHeadPrescore {
   kernels::Matrix q4;      // the 4-bit copy [rows][cols], group 32
-  std::vector<float> c;    // c_r above: |z_r - p_r| <= c_r ||x||_2
+  std::vector<float> c;    // c_r above: |z_r - p_r| <= c_r ||x||_2 for f32 products
+  std::vector<float> w_norm;  // ||W_r||_2, for the rounding of x (see above)
 };
+
+// The terms of b_r for `head` under the kernels' current mode: b_r = of(pre, r, ||x||_2).
+struct LmHeadBound {
+  float c_scale = 1, d = 0;  // 1 + e_32 and d above
+  float of(const LmHeadPrescore& pre, int64_t r, float x_norm) const {
+    return (pre.c[size_t(r)] * c_scale + pre.w_norm[size_t(r)] * d) * x_norm;
+  }
+};
+LmHeadBound lm_head_bound(const MatrixView& head);
 
 // The pre-score copy of `head`, or null when it would not save bytes (a head already in
 // 4 bits) or cannot be made (cols not a multiple of 32).
