@@ -34,7 +34,12 @@ uint64_t ReadSum(const uint64_t* p, size_t n) {
     s2 = hn::Add(s2, hn::LoadU(d, p + i + 2 * N));
     s3 = hn::Add(s3, hn::LoadU(d, p + i + 3 * N));
   }
-  uint64_t r = hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(s0, s1), hn::Add(s2, s3))));
+  // The lanes are added in uint64_t (wrapping, as the checksum is meant to), not by
+  // SumOfLanes: its AVX-512 form reduces in signed 64-bit lanes, which may overflow.
+  HWY_ALIGN uint64_t lanes[hn::MaxLanes(d)];
+  hn::Store(hn::Add(hn::Add(s0, s1), hn::Add(s2, s3)), d, lanes);
+  uint64_t r = 0;
+  for (size_t k = 0; k < N; ++k) r += lanes[k];
   for (; i < n; ++i) r += p[i];
   return r;
 }
