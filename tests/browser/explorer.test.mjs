@@ -31,7 +31,16 @@ const card = i => page.locator(".model").nth(i);
 
 // The description the page downloads for model i (and its knobs, which are not part of it).
 async function download(i) {
-  const [d] = await Promise.all([page.waitForEvent("download"), card(i).locator("button.download").click()]);
+  // A click that lands while a re-render (the language switch) replaces the card's button
+  // starts no download (seen once in ~5 runs); click again, at most three times.
+  let d;
+  for (let attempt = 0; !d; ++attempt) {
+    try {
+      [d] = await Promise.all([page.waitForEvent("download", { timeout: 10000 }), card(i).locator("button.download").click()]);
+    } catch (e) {
+      if (attempt == 2) throw e;
+    }
+  }
   const file = path.join(work, `model-${i}-${checks}.json`);
   await d.saveAs(file);
   return file;
