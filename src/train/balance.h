@@ -22,6 +22,18 @@
 // s_te - alpha_t = beta_e on every such token, a block of equal values, and when its (q+1)-th
 // largest falls in that block its bias does not move (measured: an expert kept at 5 tokens against a share of 16, E = 8, k = 2).
 //
+// Across the ranks of a data-parallel run (train/distributed.h) both take their order
+// statistics over the union of every rank's tokens (seed 000: EQB "finds that cutoff exactly
+// across GPUs, at the cost of two small all-reduces per layer per step"): bar_te and alpha_t
+// are per token, so each rank computes them for its own tokens, and only the column's
+// (q+1)-th largest needs the others. It is found by a radix select over the 32-bit
+// order-preserving key of each f32 value (key = bits ^ 0x80000000 for v >= 0, ~bits for v < 0,
+// so keys order as the values do), one byte per pass from the top: a pass histograms the byte
+// of the keys that match the bytes already chosen ([E, 256] counts, summed over ranks), and
+// the bin where the count from the top reaches the rank sought fixes that byte. The seed's
+// scores are bf16 (16 bits: two passes); Wren's are f32, so four passes of [E, 256] counts
+// per layer. The result is the exact value single-process EQB finds on the global batch.
+//
 // Both update every bias at once, each assuming the others stay, so top-k on the new biases is
 // near the share, not on it; repeated on one batch both settle within a few percent of it
 // (tests/train/test_balance.cpp). No step size, no gradient: they run under NoGradGuard.
@@ -30,6 +42,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
 #include <stdexcept>
 #include <vector>
 
@@ -39,10 +52,21 @@ struct BalanceError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// New EQB biases b' [E] (float32) from scores [T, E] and the biases b [E] used to route them.
-torch::Tensor eqb_update(const torch::Tensor& scores, const torch::Tensor& bias, int64_t k);
+// Sums a tensor over every rank in place (Dist::all_reduce_sum); empty for one process.
+using AllReduceSum = std::function<void(torch::Tensor&)>;
+
+// The n-th largest (1-based) of each column of v [T, E] (f32) over the rows of every rank, [E]:
+// the radix select above when `reduce` is set (n counts over all ranks' rows), torch::kthvalue
+// otherwise. Throws BalanceError when n is outside [1, total rows].
+torch::Tensor nth_largest_over_ranks(const torch::Tensor& v, int64_t n, const AllReduceSum& reduce);
+
+// New EQB biases b' [E] (float32) from scores [T, E] and the biases b [E] used to route them;
+// with `reduce`, scores is this rank's share of the tokens and T, q count every rank's.
+torch::Tensor eqb_update(const torch::Tensor& scores, const torch::Tensor& bias, int64_t k,
+                         const AllReduceSum& reduce = {});
 // Nenya's sign convention: new beta [E] from scores [T, E] and beta [E] (routing on s - beta).
-torch::Tensor quantile_balance(const torch::Tensor& scores, const torch::Tensor& beta, int64_t k);
+torch::Tensor quantile_balance(const torch::Tensor& scores, const torch::Tensor& beta, int64_t k,
+                               const AllReduceSum& reduce = {});
 
 // The experts each token chooses: top k of s + b, [T, k] int64 (best first).
 torch::Tensor select_experts(const torch::Tensor& scores, const torch::Tensor& bias, int64_t k);

@@ -70,50 +70,58 @@ int64_t load_checkpoint(const std::string& dir, Model& model, Optimizer& muon, O
   return step;
 }
 
-// Every MoE layer's balancing bias from the routing of the step just taken: Exact Quantile
-// Balancing (Embla), or quantile balancing (Nenya; routes on s - beta, so beta = -bias).
-void balance_experts(Model& model, Balancing how) {
+// Every MoE layer's balancing bias from the routing of the step just taken, over every rank's
+// tokens: Exact Quantile Balancing (Embla), or quantile balancing (Nenya; routes on s - beta,
+// so beta = -bias).
+void balance_experts(Model& model, Balancing how, const AllReduceSum& reduce) {
   torch::NoGradGuard no_grad;
   for (const Routing& r : model.routing()) {
     const FfnSpec& f = model.config().ffn(r.layer);
     if (!f.balance_bias) continue;
     const torch::Tensor& bias = model.tensor("layers." + std::to_string(r.layer) + ".ffn.balance_bias");
     torch::Tensor& b = const_cast<torch::Tensor&>(bias);
-    if (how == Balancing::eqb) b.copy_(eqb_update(r.scores, bias, f.top_k));
-    else b.copy_(-quantile_balance(r.scores, -bias, f.top_k));
+    if (how == Balancing::eqb) b.copy_(eqb_update(r.scores, bias, f.top_k, reduce));
+    else b.copy_(-quantile_balance(r.scores, -bias, f.top_k, reduce));
   }
 }
 
-// The expert load of every MoE layer in the last forward.
-std::vector<LayerLoad> routing_load(const Model& model) {
+// The expert load of every MoE layer in the last forward, counted over every rank's tokens.
+std::vector<LayerLoad> routing_load(const Model& model, Dist& dist) {
   std::vector<LayerLoad> layers;
-  for (const Routing& r : model.routing())
-    layers.push_back({r.layer, load_stats(expert_counts(r.chosen, model.config().ffn(r.layer).n_experts))});
+  for (const Routing& r : model.routing()) {
+    torch::Tensor counts = expert_counts(r.chosen, model.config().ffn(r.layer).n_experts).contiguous();
+    dist.all_reduce_sum(counts);
+    layers.push_back({r.layer, load_stats(counts)});
+  }
   return layers;
 }
 
-// Mean cross-entropy (nats) of the first `rows` held-out rows, and their bits per byte.
+// Mean cross-entropy (nats) of the first `rows` held-out rows, and their bits per byte; each
+// rank runs its shard of the rows and the sums are reduced.
 EvalRecord evaluate(Model& model, const PackedRows& heldout, const text::Tokenizer& tok, int32_t eot, int64_t rows,
-                    int64_t batch) {
+                    int64_t batch, Dist& dist) {
   torch::NoGradGuard no_grad;
   EvalRecord e;
   rows = std::min(rows, heldout.rows());
-  double nll = 0, bytes = 0;
-  int64_t count = 0;
-  for (int64_t first = 0; first < rows; first += batch) {
-    const Batch b = heldout.batch(first, std::min(batch, rows - first));
+  const Shard mine = shard_of(rows, dist.rank(), dist.world());
+  double nll = 0, bytes = 0, count = 0;
+  for (int64_t first = mine.begin; first < mine.end; first += batch) {
+    const Batch b = heldout.batch(first, std::min(batch, mine.end - first));
     torch::Tensor logits = model.forward(b.inputs);
     torch::Tensor loss = torch::nn::functional::cross_entropy(
         logits.reshape({-1, logits.size(-1)}), b.targets.reshape({-1}),
         torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
     nll += loss.item<double>();
-    count += b.targets.numel();
+    count += double(b.targets.numel());
     auto t = b.targets.contiguous();
     const int64_t* ids = t.data_ptr<int64_t>();
     for (int64_t i = 0; i < t.numel(); ++i)
       if (ids[i] != eot) bytes += double(tok.token_to_piece(int32_t(ids[i])).size());
   }
-  e.loss = count ? nll / double(count) : 0;
+  torch::Tensor sums = torch::tensor({nll, count, bytes}, torch::kFloat64);
+  dist.all_reduce_sum(sums);
+  nll = sums[0].item<double>(), count = sums[1].item<double>(), bytes = sums[2].item<double>();
+  e.loss = count > 0 ? nll / count : 0;
   e.bits_per_byte = bytes > 0 ? nll / std::log(2.0) / bytes : 0;
   return e;
 }
@@ -133,95 +141,221 @@ std::string live_blas() {
   return found.empty() ? "unknown" : "reference BLAS (" + found + "): slow; install libopenblas0-pthread";
 }
 
-}  // namespace
+// One run of the loop: the data, the model, its optimizers and this rank's place.
+struct TrainingRun {
+  const TrainOptions& o;
+  Dist dist;
+  ModelConfig config;
+  text::Tokenizer tok;
+  Corpus corpus;
+  Model model;
+  std::vector<ParamGroup> groups;
+  Muon muon;
+  AdamW adamw;
+  LrSchedule schedule;
+  Sampler sampler;
+  std::vector<torch::Tensor> trained;  // the tensors with gradients
+  std::ofstream log;
 
-TrainResult run_training(const TrainOptions& o, int64_t stop_after) {
-  torch::set_num_threads(std::max(1, o.threads));
-  torch::manual_seed(o.seed);
-  if (!o.quiet) std::fprintf(stderr, "BLAS: %s; %d threads\n", live_blas().c_str(), o.threads);
-  const ModelConfig c = resolve_model_config(o.config);
-  const text::Tokenizer tok = text::Tokenizer::load(o.tokenizer);
+  explicit TrainingRun(const TrainOptions& options);
+  bool leader() const { return dist.leader(); }
+  AllReduceSum reduce() {
+    if (dist.world() == 1) return {};
+    return [this](torch::Tensor& t) { dist.all_reduce_sum(t); };
+  }
+  StepRecord step(int64_t n);
+  EvalRecord eval(int64_t n);
+  // Every rank starts from rank 0's weights (the same seed draws them everywhere; this makes
+  // it a fact, not an assumption).
+  void align_weights();
+};
+
+text::Tokenizer load_tokenizer(const std::string& path, const ModelConfig& c) {
+  text::Tokenizer tok = text::Tokenizer::load(path);
   if (tok.vocab_size() > c.rows())
-    throw std::runtime_error(o.tokenizer + ": " + std::to_string(tok.vocab_size()) + " tokens do not fit the model's " +
+    throw std::runtime_error(path + ": " + std::to_string(tok.vocab_size()) + " tokens do not fit the model's " +
                              std::to_string(c.rows()) + " vocabulary rows");
+  return tok;
+}
+
+CorpusOptions corpus_options(const TrainOptions& o) {
   CorpusOptions co;
   co.seq_len = o.seq_len;
   co.heldout_files = o.heldout_files;
   co.heldout_every = o.heldout_every;
-  const Corpus corpus = Corpus::load(o.data, tok, co);
-  if (corpus.train().rows() < 1) throw std::runtime_error("train: the training split holds no full row of " + std::to_string(o.seq_len) + " tokens");
-  const int32_t eot = corpus.eot_id();
-  Model model(c, o.seed, eot);
-  const std::vector<ParamGroup> groups = make_groups(model.params(), o.optim);
-  Muon muon(groups, o.optim);
-  AdamW adamw(groups, o.optim);
+  return co;
+}
+
+LrSchedule lr_schedule(const TrainOptions& o) {
   LrSchedule schedule;
   schedule.total_steps = o.steps;
   schedule.warmup_steps = o.warmup;
   schedule.decay_fraction = o.decay_fraction;
   schedule.validate();
-  const Sampler sampler(corpus.train(), o.batch, o.seed);
+  return schedule;
+}
+
+TrainingRun::TrainingRun(const TrainOptions& options)
+    : o(options),
+      dist(options.dist),
+      config(resolve_model_config(o.config)),
+      tok(load_tokenizer(o.tokenizer, config)),
+      corpus(Corpus::load(o.data, tok, corpus_options(o))),
+      model(config, o.seed, corpus.eot_id()),
+      groups(make_groups(model.params(), o.optim)),
+      muon(groups, o.optim),
+      adamw(groups, o.optim),
+      schedule(lr_schedule(o)),
+      sampler(corpus.train(), o.batch, o.seed) {
+  if (corpus.train().rows() < 1)
+    throw std::runtime_error("train: the training split holds no full row of " + std::to_string(o.seq_len) + " tokens");
+  if (o.batch < dist.world())
+    throw std::runtime_error("train: --batch " + std::to_string(o.batch) + " cannot be shared by " +
+                             std::to_string(dist.world()) + " processes (at least one row each)");
+  for (const Param& p : model.params())
+    if (p.tensor.requires_grad()) trained.push_back(p.tensor);
+  if (leader() && !o.log.empty()) {
+    log.open(o.log, std::ios::app);
+    if (!log) throw std::runtime_error(o.log + ": cannot open the training log for writing");
+  }
+}
+
+void TrainingRun::align_weights() {
+  if (dist.world() == 1) return;
+  torch::NoGradGuard no_grad;
+  for (const Param& p : model.params()) {
+    torch::Tensor t = p.tensor.detach().contiguous();
+    dist.broadcast(t, 0);
+    const_cast<torch::Tensor&>(p.tensor).copy_(t);
+  }
+}
+
+StepRecord TrainingRun::step(int64_t n) {
+  // This rank's rows of the global batch n; the loss is its share of the global mean.
+  const Shard mine = shard_of(o.batch, dist.rank(), dist.world());
+  const Batch global = sampler.batch(n);
+  const torch::Tensor inputs = global.inputs.narrow(0, mine.begin, mine.end - mine.begin);
+  const torch::Tensor targets = global.targets.narrow(0, mine.begin, mine.end - mine.begin);
+  torch::Tensor logits = model.forward(inputs);
+  torch::Tensor loss_sum = torch::nn::functional::cross_entropy(
+      logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}),
+      torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+  torch::Tensor loss = loss_sum / double(global.targets.numel());
+  muon.zero_grad();
+  adamw.zero_grad();
+  loss.backward();
+  dist.all_reduce_gradients(trained);
+  torch::Tensor total = loss.detach().reshape({1}).to(torch::kFloat64).contiguous();
+  dist.all_reduce_sum(total);
+  const double norm = torch::nn::utils::clip_grad_norm_(trained, o.clip);
+  const double mult = schedule.multiplier(n);
+  muon.step(mult);
+  adamw.step(mult);
+  balance_experts(model, o.balancing, reduce());
+  return {n, total.item<double>(), mult, norm};
+}
+
+EvalRecord TrainingRun::eval(int64_t n) {
+  const std::vector<LayerLoad> layers = routing_load(model, dist);
+  EvalRecord e = evaluate(model, corpus.heldout(), tok, corpus.eot_id(), o.eval_rows, o.batch, dist);
+  e.step = n;
+  e.layers = layers;
+  if (!layers.empty()) {
+    std::vector<LoadStats> stats;
+    for (const LayerLoad& l : layers) stats.push_back(l.load);
+    const LoadStats mean = mean_load_stats(stats);
+    e.busiest = mean.busiest;
+    e.least_used = mean.least_used;
+  }
+  return e;
+}
+
+void print_progress(const TrainOptions& o, const StepRecord& r, int64_t done, double secs) {
+  std::fprintf(stderr, "\rstep %lld/%lld  loss %.4f  lr x%.3f  %.0f tokens/s  ETA %.0f s   ", (long long)(r.step + 1),
+               (long long)o.steps, r.loss, r.lr_multiplier, double(done * o.batch * o.seq_len) / secs,
+               secs / double(done) * double(o.steps - r.step - 1));
+}
+
+void print_eval(const EvalRecord& e) {
+  std::fprintf(stderr, "\nstep %lld: held-out loss %.4f, %.4f bits per byte", (long long)e.step, e.loss, e.bits_per_byte);
+  if (!e.layers.empty()) {
+    std::fprintf(stderr, "; experts busiest %.2fx, least used %.2fx of fair share (mean); per layer:", e.busiest,
+                 e.least_used);
+    for (const LayerLoad& l : e.layers) std::fprintf(stderr, " %d:%.2f/%.2f", l.layer, l.load.busiest, l.load.least_used);
+  }
+  std::fprintf(stderr, "\n");
+}
+
+// One line of the training log; %.17g keeps every bit of the doubles.
+void log_step(std::ofstream& log, const StepRecord& r) {
+  if (!log.is_open()) return;
+  char line[256];
+  std::snprintf(line, sizeof line, "{\"step\":%lld,\"loss\":%.17g,\"lr_multiplier\":%.17g,\"grad_norm\":%.17g}\n",
+                (long long)(r.step + 1), r.loss, r.lr_multiplier, r.grad_norm);
+  log << line << std::flush;
+}
+
+void log_eval(std::ofstream& log, const EvalRecord& e) {
+  if (!log.is_open()) return;
+  char line[256];
+  std::snprintf(line, sizeof line, "{\"eval_step\":%lld,\"loss\":%.17g,\"bits_per_byte\":%.17g}\n",
+                (long long)e.step, e.loss, e.bits_per_byte);
+  log << line << std::flush;
+}
+
+}  // namespace
+
+TrainResult run_training(const TrainOptions& o, int64_t stop_after) {
+  torch::set_num_threads(std::max(1, o.threads));
+  torch::manual_seed(o.seed);
+  TrainingRun run(o);
+  const bool talk = !o.quiet && run.leader();
+  if (talk)
+    std::fprintf(stderr, "BLAS: %s; %d threads%s\n", live_blas().c_str(), o.threads,
+                 run.dist.world() > 1 ? (" per process, " + std::to_string(run.dist.world()) + " processes").c_str() : "");
 
   int64_t start = 0;
-  if (!o.checkpoint.empty() && fs::exists(o.checkpoint + "/step")) start = load_checkpoint(o.checkpoint, model, muon, adamw);
+  if (!o.checkpoint.empty() && fs::exists(o.checkpoint + "/step"))
+    start = load_checkpoint(o.checkpoint, run.model, run.muon, run.adamw);
+  run.align_weights();
 
   TrainResult result;
-  auto t0 = std::chrono::steady_clock::now();
+  double step_seconds = 0;
   int64_t done = 0;
-  for (int64_t step = start; step < o.steps; ++step) {
-    const Batch b = sampler.batch(step);
-    torch::Tensor logits = model.forward(b.inputs);
-    torch::Tensor loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), b.targets.reshape({-1}));
-    muon.zero_grad();
-    adamw.zero_grad();
-    loss.backward();
-    std::vector<torch::Tensor> trained;
-    for (const Param& p : model.params())
-      if (p.tensor.requires_grad()) trained.push_back(p.tensor);
-    const double norm = torch::nn::utils::clip_grad_norm_(trained, o.clip);
-    const double mult = schedule.multiplier(step);
-    muon.step(mult);
-    adamw.step(mult);
-    balance_experts(model, o.balancing);
-    result.steps.push_back({step, loss.item<double>(), mult, norm});
+  const double bytes0 = run.dist.reduced_bytes(), wait0 = run.dist.collective_seconds();
+  for (int64_t n = start; n < o.steps; ++n) {
+    const auto t0 = std::chrono::steady_clock::now();
+    result.steps.push_back(run.step(n));
+    step_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     ++done;
-    const bool last = step + 1 == o.steps || (stop_after > 0 && done == stop_after);
-    if (!o.quiet) {
-      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      std::fprintf(stderr, "\rstep %lld/%lld  loss %.4f  lr x%.3f  %.0f tokens/s  ETA %.0f s   ", (long long)(step + 1),
-                   (long long)o.steps, result.steps.back().loss, mult, double(done * o.batch * o.seq_len) / secs,
-                   secs / double(done) * double(o.steps - step - 1));
+    result.collective_seconds = run.dist.collective_seconds() - wait0;
+    result.reduced_bytes_per_step = (run.dist.reduced_bytes() - bytes0) / double(done);
+    log_step(run.log, result.steps.back());
+    if (talk) print_progress(o, result.steps.back(), done, step_seconds);
+    const bool last = n + 1 == o.steps || (stop_after > 0 && done == stop_after);
+    const bool can_eval = run.corpus.heldout().rows() > 0;  // without a held-out split there is nothing to measure
+    if (can_eval && ((o.eval_every > 0 && (n + 1) % o.eval_every == 0) || n + 1 == o.steps)) {
+      result.evals.push_back(run.eval(n + 1));
+      log_eval(run.log, result.evals.back());
+      if (talk) print_eval(result.evals.back());
     }
-    const bool can_eval = corpus.heldout().rows() > 0;  // without a held-out split there is nothing to measure
-    if (can_eval && ((o.eval_every > 0 && (step + 1) % o.eval_every == 0) || step + 1 == o.steps)) {
-      const std::vector<LayerLoad> layers = routing_load(model);
-      EvalRecord e = evaluate(model, corpus.heldout(), tok, eot, o.eval_rows, o.batch);
-      e.step = step + 1;
-      e.layers = layers;
-      if (!layers.empty()) {
-        std::vector<LoadStats> stats;
-        for (const LayerLoad& l : layers) stats.push_back(l.load);
-        const LoadStats mean = mean_load_stats(stats);
-        e.busiest = mean.busiest;
-        e.least_used = mean.least_used;
-      }
-      result.evals.push_back(e);
-      if (!o.quiet) {
-        std::fprintf(stderr, "\nstep %lld: held-out loss %.4f, %.4f bits per byte", (long long)e.step, e.loss, e.bits_per_byte);
-        if (!layers.empty()) {
-          std::fprintf(stderr, "; experts busiest %.2fx, least used %.2fx of fair share (mean); per layer:", e.busiest,
-                       e.least_used);
-          for (const LayerLoad& l : layers) std::fprintf(stderr, " %d:%.2f/%.2f", l.layer, l.load.busiest, l.load.least_used);
-        }
-        std::fprintf(stderr, "\n");
-      }
+    if (!o.checkpoint.empty() && ((o.checkpoint_every > 0 && (n + 1) % o.checkpoint_every == 0) || last)) {
+      if (run.leader()) save_checkpoint(o.checkpoint, run.model, run.muon, run.adamw, n + 1);
+      run.dist.barrier();  // no rank goes on (or exits) before the checkpoint is whole
     }
-    if (!o.checkpoint.empty() && ((o.checkpoint_every > 0 && (step + 1) % o.checkpoint_every == 0) || last))
-      save_checkpoint(o.checkpoint, model, muon, adamw, step + 1);
-    if (stop_after > 0 && done == stop_after) return result;
+    if (stop_after > 0 && done == stop_after) break;
   }
-  if (!o.quiet) std::fprintf(stderr, "\n");
-  if (!o.output.empty()) export_model_dir(model, c, o.output, read_file(o.tokenizer), o.export_type, true);
+  result.seconds = step_seconds;
+  if (talk) {
+    std::fprintf(stderr, "\n");
+    if (run.dist.world() > 1 && done > 0)
+      std::fprintf(stderr, "all-reduce: %.1f MB per step per rank, %.1f%% of the step time\n",
+                   result.reduced_bytes_per_step / 1e6, 100 * result.collective_seconds / step_seconds);
+  }
+  const bool finished = result.steps.empty() || result.steps.back().step + 1 == o.steps;
+  if (finished && !o.output.empty() && run.leader())
+    export_model_dir(run.model, run.config, o.output, read_file(o.tokenizer), o.export_type, true);
+  run.dist.barrier();
   return result;
 }
 

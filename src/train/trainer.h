@@ -5,6 +5,11 @@
 //   Exact Quantile Balancing: each MoE layer's balancing bias := the cutoffs that would have
 //   given every expert exactly its share of this step's token slots (or Nenya's quantile
 //   balancing, --balancing quantile)
+// Data parallel over processes (train/distributed.h): rank r of W runs rows shard_of(B, r, W) of
+// batch n, so the global batch is the same whatever W; the loss is the sum of every rank's
+// cross-entropy over the B T targets of the global batch, its gradient summed over ranks;
+// balancing takes its cutoffs over every rank's tokens; rank 0 alone prints, writes checkpoints
+// and exports.
 // Every `eval_every` steps the held-out split's loss in bits per byte; every
 // `checkpoint_every` steps a checkpoint that resumes bit-identically; at the end the model is
 // exported as an engine-ready model directory.
@@ -17,6 +22,7 @@
 
 #include "kernels/types.h"
 #include "train/balance.h"
+#include "train/distributed.h"
 #include "train/optim.h"
 
 namespace wren::train {
@@ -43,6 +49,8 @@ struct TrainOptions {
   int64_t eval_every = 100, eval_rows = 64, checkpoint_every = 500;
   kernels::DType export_type = kernels::DType::q8;
   bool quiet = false;
+  std::string log;       // when set, rank 0 writes one JSON object per step and evaluation to it
+  DistOptions dist;      // this process's rank; world 1: a single process
 };
 
 struct StepRecord {
@@ -66,6 +74,9 @@ struct EvalRecord {
 struct TrainResult {
   std::vector<StepRecord> steps;
   std::vector<EvalRecord> evals;
+  double seconds = 0;                 // this invocation's steps, evaluations excluded
+  double collective_seconds = 0;      // of which waiting in all-reduces (0 for one process)
+  double reduced_bytes_per_step = 0;  // bytes this rank all-reduced per step
 };
 
 // Runs (or resumes) training and exports the model. `stop_after` > 0 ends the run after that
