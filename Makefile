@@ -3,7 +3,8 @@
 # and every test binary, the whole test suite, then the engine's suites again under
 # AddressSanitizer and UndefinedBehaviorSanitizer; the libtorch trainer is left out of that
 # build; then the kernels' tests cross-compiled for aarch64 and run under qemu,
-# scripts/test-aarch64), then the explorer page in headless Chromium
+# scripts/test-aarch64, and the C API's libwren.so with its example, scripts/test-capi-aarch64),
+# then the explorer page in headless Chromium
 # (scripts/test-browser). Each installs its Debian packages first (scripts/bootstrap;
 # the aarch64 and browser steps install their own).
 BUILD ?= build
@@ -32,6 +33,7 @@ test: build build-asan
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	cd $(ASAN) && ctest --output-on-failure -j $(JOBS)
 	JOBS=$(JOBS) scripts/test-aarch64 $(BUILD)-aarch64
+	JOBS=$(JOBS) scripts/test-capi-aarch64 $(BUILD)-capi-aarch64 $(BUILD)/wren
 	scripts/test-browser $(BUILD)/wren
 
 test-asan: build-asan
@@ -41,4 +43,4 @@ test-aarch64:
 	JOBS=$(JOBS) scripts/test-aarch64 $(BUILD)-aarch64
 
 clean:
-	rm -rf $(BUILD) $(ASAN) $(BUILD)-aarch64
+	rm -rf $(BUILD) $(ASAN) $(BUILD)-aarch64 $(BUILD)-capi-aarch64

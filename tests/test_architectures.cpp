@@ -5,10 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "config/parse.h"
 #include "model/model.h"
 #include "runtime/session.h"
+#include "runtime/session_state.h"
 #include "test_util.h"
 
 namespace wren {
@@ -111,6 +113,28 @@ TEST_P(Architecture, CachedDecodeEqualsRecomputation) {
   }
   EXPECT_LE(worst, 1e-5f * std::max(1.0f, scale));
   EXPECT_GT(scale, 0.0f);
+}
+
+// A saved state continues exactly as the session it came from, restored into a session that
+// has run other tokens since (so a buffer the state list missed would keep their values):
+// the window rings wrapped, recurrent states, engram gates and block sums all in it.
+TEST_P(Architecture, RestoredStateContinuesIdentically) {
+  auto model = random_model(GetParam());
+  const int64_t context = 64;
+  auto prompt = random_tokens(20, model->config.vocab_size, 5), more = random_tokens(12, model->config.vocab_size, 6);
+  Session original(model, {.context = context}), other(model, {.context = context});
+  std::vector<float> a(size_t(original.vocab_rows())), b(a.size());
+  original.prefill(prompt, a.data());
+  const std::vector<std::byte> state = save_session_state(original);
+  other.prefill(random_tokens(33, model->config.vocab_size, 7), b.data());
+  restore_session_state(other, state);
+  EXPECT_EQ(other.position(), original.position());
+  EXPECT_EQ(other.history(), original.history());
+  for (int32_t t : more) {
+    original.decode(t, a.data());
+    other.decode(t, b.data());
+    ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << "after token " << t;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Engine, Architecture,

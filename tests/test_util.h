@@ -17,25 +17,9 @@
 #include "config/parse.h"
 #include "kernels/ops.h"
 #include "model/model.h"
+#include "temp_dir.h"
 
 namespace wren::testing_util {
-
-// A fresh directory per use, removed afterwards.
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    static int counter = 0;
-    path = std::filesystem::path(::testing::TempDir()) /
-           ("wren_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    std::filesystem::remove_all(path);
-    std::filesystem::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
 
 inline std::vector<float> normal(size_t count, float std, uint32_t seed) {
   std::mt19937 rng(seed);

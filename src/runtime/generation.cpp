@@ -46,6 +46,7 @@ std::string_view Generation::step() {
     return {};
   }
   ++times_.generated;
+  last_sampled_ = next;
   const std::string_view text = stop_.push(decoder_.push(next));
   done_ = stop_.stopped() || times_.generated >= o_.max_tokens;
   if (!done_) {

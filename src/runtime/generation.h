@@ -56,6 +56,9 @@ class Generation {
   // The text held back at the end (incomplete UTF-8 as U+FFFD, a partial stop string).
   std::string finish();
   const GenerationTimes& times() const { return times_; }
+  // The last token sampled and emitted (-1 before the first). The step that ends the
+  // generation does not run it through the model: a caller continuing the sequence decodes it.
+  int32_t last_sampled() const { return last_sampled_; }
 
  private:
   Session& session_;
@@ -66,6 +69,7 @@ class Generation {
   text::StreamDecoder decoder_;
   std::vector<float> logits_;
   GenerationTimes times_;
+  int32_t last_sampled_ = -1;
   bool done_ = false;
 };
 

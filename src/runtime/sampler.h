@@ -28,6 +28,8 @@ class Sampler {
   // sequence so far; only its last repeat_last_n tokens are penalised.
   int32_t sample(std::span<float> logits, std::span<const int32_t> recent);
   const SamplerParams& params() const { return p_; }
+  // The random generator, for saving and restoring a session's state (runtime/session_state.h).
+  std::mt19937_64& generator() { return rng_; }
 
  private:
   struct Candidate {

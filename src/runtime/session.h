@@ -7,9 +7,11 @@
 // Nenya and ordinary models are different lists, not different code paths.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "config/layer_plan.h"
@@ -31,6 +33,12 @@ struct SessionOptions {
   // for this model's config and outlive the session. Null: the layers only test the pointer.
   SparsityProbe* probe = nullptr;
   LmHeadMode lm_head = {};  // the exact head unless told (model/lm_head.h)
+};
+
+// One named piece of a session's mutable state, as bytes (runtime/session_state.h).
+struct StateBuffer {
+  std::string name;
+  std::span<std::byte> bytes;
 };
 
 class Session {
@@ -59,6 +67,12 @@ class Session {
   const std::vector<std::vector<int32_t>>& last_experts() const { return last_experts_; }
   // What the LM head read for the last logits written.
   const LmHeadRead& last_lm_head() const { return last_lm_head_; }
+
+  // Every buffer that carries from one token to the next, by name, in a fixed order: what
+  // runtime/session_state.h saves and restores (defined there; a new buffer is added there).
+  // The history is first sized to `position` tokens (<= context()), so a restore gets the
+  // spans it fills; a save passes position().
+  std::vector<StateBuffer> state(int64_t position);
 
  private:
   void forward(int32_t token, float* logits);  // logits == nullptr: a non-final prompt token

@@ -1,0 +1,148 @@
+// Session state (runtime/session_state.h): what a restore refuses, and that a refusal leaves
+// the session as it was. That a restored state continues identically is tested per
+// architecture in test_architectures.cpp.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+
+#include "config/parse.h"
+#include "runtime/session_state.h"
+#include "test_util.h"
+
+namespace wren {
+namespace {
+
+using testing_util::random_tokens;
+
+std::shared_ptr<const Model> mini(uint64_t seed) { return testing_util::random_model(load_preset("embla-mini"), seed); }
+
+// Expects `f` to throw a std::runtime_error whose message contains `part`.
+template <class F>
+void expect_refused(F f, const std::string& part) {
+  try {
+    f();
+    ADD_FAILURE() << "not refused; expected a message with '" << part << "'";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+  }
+}
+
+struct Fixture {
+  std::shared_ptr<const Model> model = mini(3);
+  Session saved{model, {.context = 48}};
+  std::vector<std::byte> state;
+  Fixture() {
+    std::vector<float> logits(size_t(saved.vocab_rows()));
+    saved.prefill(random_tokens(10, model->config.vocab_size, 1), logits.data());
+    state = save_session_state(saved);
+  }
+};
+
+TEST(SessionState, HeaderNamesFormatModelContextAndPosition) {
+  Fixture f;
+  ASSERT_GE(f.state.size(), 40u);
+  EXPECT_EQ(std::memcmp(f.state.data(), "WRENSESS", 8), 0);
+  uint32_t version;
+  int64_t context, position;
+  uint64_t fingerprint;
+  std::memcpy(&version, f.state.data() + 8, 4);
+  std::memcpy(&fingerprint, f.state.data() + 16, 8);
+  std::memcpy(&context, f.state.data() + 24, 8);
+  std::memcpy(&position, f.state.data() + 32, 8);
+  EXPECT_EQ(version, kSessionStateVersion);
+  EXPECT_EQ(fingerprint, model_fingerprint(*f.model));
+  EXPECT_EQ(context, 48);
+  EXPECT_EQ(position, 10);
+}
+
+TEST(SessionState, FingerprintDiffersBetweenModelsAndNotBetweenLoads) {
+  EXPECT_EQ(model_fingerprint(*mini(3)), model_fingerprint(*mini(3)));
+  EXPECT_NE(model_fingerprint(*mini(3)), model_fingerprint(*mini(4)));
+}
+
+// Every refusal: the message names what differs, and the session it was aimed at continues
+// exactly as a copy that was never touched.
+void expect_refused_untouched(const std::shared_ptr<const Model>& model, int64_t context,
+                              std::span<const std::byte> state, const std::string& part) {
+  Session target(model, {.context = context}), twin(model, {.context = context});
+  std::vector<float> a(size_t(target.vocab_rows())), b(a.size());
+  const auto warmup = random_tokens(5, model->config.vocab_size, 9);
+  target.prefill(warmup, a.data());
+  twin.prefill(warmup, b.data());
+  expect_refused([&] { restore_session_state(target, state); }, part);
+  EXPECT_EQ(target.history(), twin.history());
+  target.decode(17, a.data());
+  twin.decode(17, b.data());
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
+}
+
+TEST(SessionState, RefusesAnotherModel) {
+  Fixture f;
+  expect_refused_untouched(mini(4), 48, f.state, "saved from another model");
+}
+
+TEST(SessionState, RefusesAnotherContext) {
+  Fixture f;
+  expect_refused_untouched(f.model, 64, f.state, "context 48, this session holds 64");
+}
+
+TEST(SessionState, RefusesTruncatedStateAtEveryCut) {
+  Fixture f;
+  // Cuts inside the header, the table and the data.
+  for (size_t cut : {size_t(0), size_t(5), size_t(20), size_t(45), size_t(200), f.state.size() / 2, f.state.size() - 1}) {
+    SCOPED_TRACE(cut);
+    expect_refused_untouched(f.model, 48, std::span(f.state.data(), cut), "session state:");
+  }
+}
+
+TEST(SessionState, RefusesWrongMagicVersionPositionAndLayout) {
+  Fixture f;
+  auto patched = [&](size_t at, const void* bytes, size_t n) {
+    std::vector<std::byte> s = f.state;
+    std::memcpy(s.data() + at, bytes, n);
+    return s;
+  };
+  expect_refused_untouched(f.model, 48, patched(0, "WRENSESX", 8), "not a Wren session state");
+  const uint32_t version = kSessionStateVersion + 1;
+  expect_refused_untouched(f.model, 48, patched(8, &version, 4), "format version");
+  const int64_t position = 49;
+  expect_refused_untouched(f.model, 48, patched(32, &position, 8), "position 49 outside 0..48");
+  const uint32_t count = 3;
+  expect_refused_untouched(f.model, 48, patched(12, &count, 4), "3 buffers");
+  // The first buffer's name ("history") changed.
+  expect_refused_untouched(f.model, 48, patched(42, "X", 1), "is 'Xistory'");
+  std::vector<std::byte> longer = f.state;
+  longer.push_back(std::byte{0});
+  expect_refused_untouched(f.model, 48, longer, "bytes of data after the table");
+}
+
+TEST(SessionState, FileRoundTripAndRefusals) {
+  Fixture f;
+  testing_util::TempDir dir;
+  save_session_state_file(f.saved, dir / "s.state");
+  EXPECT_FALSE(std::filesystem::exists(dir / "s.state.tmp"));
+  Session other(f.model, {.context = 48});
+  restore_session_state_file(other, dir / "s.state");
+  EXPECT_EQ(other.history(), f.saved.history());
+  std::vector<float> a(size_t(other.vocab_rows())), b(a.size());
+  other.decode(3, a.data());
+  f.saved.decode(3, b.data());
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
+
+  expect_refused([&] { restore_session_state_file(other, dir / "missing"); }, "missing: cannot open");
+  {  // Longer than any state of this session can be: refused before it is read.
+    std::ofstream big(dir / "big", std::ios::binary);
+    big.seekp(std::streamoff(f.state.size() + 48 * 4 + 1));
+    big.put('x');
+  }
+  expect_refused([&] { restore_session_state_file(other, dir / "big"); }, "more than a state of this session can be");
+  {
+    std::ofstream cut(dir / "cut", std::ios::binary);
+    cut.write(reinterpret_cast<const char*>(f.state.data()), 30);
+  }
+  expect_refused([&] { restore_session_state_file(other, dir / "cut"); }, "cut: session state: truncated");
+}
+
+}  // namespace
+}  // namespace wren
