@@ -10,7 +10,7 @@ BUILD ?= build
 ASAN  ?= $(BUILD)-asan
 JOBS  ?= 2
 
-.PHONY: bootstrap build build-asan run test test-asan test-aarch64 clean
+.PHONY: bootstrap build build-asan run test test-asan test-aarch64 test-serve clean
 bootstrap:
 	@scripts/bootstrap
 
@@ -33,9 +33,15 @@ test: build build-asan
 	cd $(ASAN) && ctest --output-on-failure -j $(JOBS)
 	JOBS=$(JOBS) scripts/test-aarch64 $(BUILD)-aarch64
 	scripts/test-browser $(BUILD)/wren
+	scripts/test-serve $(BUILD)/wren
 
 test-asan: build-asan
 	cd $(ASAN) && ctest --output-on-failure -j $(JOBS)
+
+test-serve:
+	@cmake -S . -B $(BUILD) -G Ninja >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS) --target wren
+	scripts/test-serve $(BUILD)/wren
 
 test-aarch64:
 	JOBS=$(JOBS) scripts/test-aarch64 $(BUILD)-aarch64
