@@ -11,7 +11,7 @@ BUILD ?= build
 ASAN  ?= $(BUILD)-asan
 JOBS  ?= 2
 
-.PHONY: bootstrap build build-asan run test test-asan test-aarch64 clean
+.PHONY: bootstrap build build-asan run test test-asan test-aarch64 test-serve clean
 bootstrap:
 	@scripts/bootstrap
 
@@ -35,9 +35,15 @@ test: build build-asan
 	JOBS=$(JOBS) scripts/test-aarch64 $(BUILD)-aarch64
 	JOBS=$(JOBS) scripts/test-capi-aarch64 $(BUILD)-capi-aarch64 $(BUILD)/wren
 	scripts/test-browser $(BUILD)/wren
+	scripts/test-serve $(BUILD)/wren
 
 test-asan: build-asan
 	cd $(ASAN) && ctest --output-on-failure -j $(JOBS)
+
+test-serve:
+	@cmake -S . -B $(BUILD) -G Ninja >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS) --target wren
+	scripts/test-serve $(BUILD)/wren
 
 test-aarch64:
 	JOBS=$(JOBS) scripts/test-aarch64 $(BUILD)-aarch64

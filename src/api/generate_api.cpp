@@ -91,7 +91,7 @@ wren_status wren_generate(wren_session* session, const char* prompt, size_t prom
     if (stopped) reason = WREN_STOP_CALLBACK;
     else if (generated < o.max_tokens) reason = pending ? WREN_STOP_STRING : WREN_STOP_EOS;
     if (result)
-      *result = {.generated = generated, .stop_reason = reason, .pending_token = pending ? gen.last_sampled() : -1};
+      *result = {.generated = generated, .stop_reason = reason, .pending_token = pending ? gen.chosen() : -1};
     return WREN_OK;
   });
 }

@@ -35,28 +35,38 @@ void Generation::prefill(std::span<const int32_t> prompt, bool early_exit) {
   done_ = o_.max_tokens == 0;
 }
 
-std::string_view Generation::step() {
+std::string_view Generation::choose() {
   if (done_) return {};
   const auto t0 = std::chrono::steady_clock::now();
   // Rows the tokenizer has no text for (a model vocabulary padded past it) are never sampled.
   std::fill(logits_.begin() + std::min<int64_t>(tok_.vocab_size(), int64_t(logits_.size())), logits_.end(), -INFINITY);
   const int32_t next = sampler_.sample(logits_, session_.history());
-  if (!o_.ignore_eos && o_.eos && next == *o_.eos) {
-    done_ = true;
+  const bool end = (o_.eos && next == *o_.eos) ||
+                   std::find(o_.end_tokens.begin(), o_.end_tokens.end(), next) != o_.end_tokens.end();
+  if (!o_.ignore_eos && end) {
+    done_ = end_ = true;
     return {};
   }
   ++times_.generated;
-  last_sampled_ = next;
+  chosen_ = next;
   const std::string_view text = stop_.push(decoder_.push(next));
-  done_ = stop_.stopped() || times_.generated >= o_.max_tokens;
-  if (!done_) {
-    session_.decode(next, logits_.data());
-    times_.decode_s += seconds_since(t0);
-    ++times_.decode_steps;
-    times_.lm_head_bytes += session_.last_lm_head().bytes;
-    times_.lm_head_rescored += double(session_.last_lm_head().rescored);
-  }
+  length_ = !stop_.stopped() && times_.generated >= o_.max_tokens;
+  done_ = stop_.stopped() || length_;
+  choose_s_ = seconds_since(t0);
   return text;
+}
+
+void Generation::advance() {
+  const auto t0 = std::chrono::steady_clock::now();
+  session_.decode(chosen_, logits_.data());
+  advanced(seconds_since(t0));
+}
+
+void Generation::advanced(double seconds) {
+  times_.decode_s += choose_s_ + seconds;
+  ++times_.decode_steps;
+  times_.lm_head_bytes += session_.last_lm_head().bytes;
+  times_.lm_head_rescored += double(session_.last_lm_head().rescored);
 }
 
 std::string Generation::finish() {

@@ -23,6 +23,7 @@ struct GenerationOptions {
   std::vector<std::string> stops = {};
   int max_tokens = 128;
   std::optional<int32_t> eos = std::nullopt;  // ends the generation when sampled
+  std::vector<int32_t> end_tokens = {};        // more tokens that end it (a chat template's end of turn)
   bool ignore_eos = false;
 };
 
@@ -44,21 +45,37 @@ struct GenerationTimes {
 
 class Generation {
  public:
-  // `session` is fresh; its context must hold the prompt and max_tokens more.
+  // `session` is fresh or holds earlier turns; its context must hold the prompt and
+  // max_tokens more.
   Generation(Session& session, const text::Tokenizer& tok, const GenerationOptions& o);
 
   // Runs the prompt; the first step samples from its last logits.
   void prefill(std::span<const int32_t> prompt, bool early_exit);
   // Samples one token, streams it and, unless it ends the generation, runs it. Returns the
   // text now safe to emit (a view valid until the next call).
-  std::string_view step();
+  std::string_view step() {
+    const std::string_view text = choose();
+    if (!done_) advance();
+    return text;
+  }
+  // step() in two halves, for a caller that runs several sessions' tokens together
+  // (runtime/decode_batch.h): choose() samples and streams; unless done(), the chosen token
+  // must then run, by advance() or by the caller into logits() followed by advanced(seconds).
+  std::string_view choose();
+  void advance();
+  // The last token sampled and emitted (-1 before the first). The step that ends the
+  // generation does not run it through the model: a caller continuing the sequence decodes it.
+  int32_t chosen() const { return chosen_; }
+  float* logits() { return logits_.data(); }
+  void advanced(double seconds);
   bool done() const { return done_; }
+  // Why it ended: max_tokens reached (OpenAI's "length"), else an end token or stop string.
+  bool hit_length() const { return done_ && length_; }
+  // It ended on eos or an end token: that token was sampled but not run, nor emitted.
+  bool hit_end_token() const { return done_ && end_; }
   // The text held back at the end (incomplete UTF-8 as U+FFFD, a partial stop string).
   std::string finish();
   const GenerationTimes& times() const { return times_; }
-  // The last token sampled and emitted (-1 before the first). The step that ends the
-  // generation does not run it through the model: a caller continuing the sequence decodes it.
-  int32_t last_sampled() const { return last_sampled_; }
 
  private:
   Session& session_;
@@ -69,8 +86,9 @@ class Generation {
   text::StreamDecoder decoder_;
   std::vector<float> logits_;
   GenerationTimes times_;
-  int32_t last_sampled_ = -1;
-  bool done_ = false;
+  bool done_ = false, length_ = false, end_ = false;
+  int32_t chosen_ = -1;
+  double choose_s_ = 0;  // time of the last choose(), counted into its decode step
 };
 
 }  // namespace wren

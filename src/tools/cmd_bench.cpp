@@ -12,6 +12,8 @@
 #include "kernels/ops.h"
 #include "runtime/bench.h"
 #include "runtime/model_files.h"
+#include "serve/bench_parallel.h"
+#include "text/tokenizer.h"
 #include "tools/commands.h"
 
 namespace wren::tools {
@@ -23,6 +25,7 @@ struct BenchArgs {
   BenchOptions o;
   int probe_mib = 1024;
   bool no_early_exit = false;
+  std::vector<int> parallel;  // not empty: the server's decode benchmark (serve/bench_parallel.h) instead
 };
 
 std::string fixed(double v, int digits) {
@@ -48,7 +51,25 @@ nlohmann::json to_json(const BenchArgs& a, const std::string& name, const ModelS
   return j;
 }
 
+void run_parallel(const BenchArgs& a) {
+  auto model = open_model(a.model);
+  const text::Tokenizer tok = text::Tokenizer::load(a.model + "/tokenizer.json");
+  const serve::ParallelBenchOptions o{.streams = a.parallel, .n_prompt = a.o.n_prompt.front(), .n_gen = a.o.n_gen.front(),
+                                      .threads = a.o.threads.front(), .repetitions = a.o.repetitions};
+  std::printf("| model | backend | threads | streams | pp%d+tg%d each | aggregate decode t/s (best) | mean | per stream | vs 1 stream |\n"
+              "| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |\n", o.n_prompt, o.n_gen);
+  double one = 0;
+  for (const serve::ParallelBenchResult& r : serve::bench_parallel(model, tok, o)) {
+    if (r.streams == 1) one = r.best_ts;
+    std::printf("| %s | CPU %s | %d | %d | | %s | %s | %s | %s |\n", model->config.name.c_str(), kernels::active_target(),
+                o.threads, r.streams, fixed(r.best_ts, 2).c_str(), fixed(r.avg_ts, 2).c_str(),
+                fixed(r.best_ts / r.streams, 2).c_str(), one > 0 ? (fixed(r.best_ts / one, 2) + "x").c_str() : "");
+    std::fflush(stdout);
+  }
+}
+
 void run(BenchArgs a) {
+  if (!a.parallel.empty()) return run_parallel(a);
   a.o.early_exit = !a.no_early_exit;
   a.o.lm_head_prescore = a.lm_head == "prescore";
   a.o.probe_bytes = size_t(a.probe_mib) << 20;
@@ -100,6 +121,8 @@ void register_bench(CLI::App& app) {
   cmd->add_flag("--no-early-exit", a.no_early_exit, "run every layer for every prompt token");
   cmd->add_option("--lm-head", a.lm_head, "prescore (4-bit copy, candidates rescored) or exact")
       ->check(CLI::IsMember({"prescore", "exact"}))->capture_default_str();
+  cmd->add_option("--parallel", a.parallel, "stream counts: aggregate decode speed of that many requests at once "
+                 "through the server's scheduler (uses the first -p, -n, -t)")->delimiter(',');
   cmd->callback([] { run(a); });
 }
 

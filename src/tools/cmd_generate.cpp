@@ -11,6 +11,7 @@
 #include "runtime/stats.h"
 #include "text/tokenizer.h"
 #include "tools/commands.h"
+#include "tools/sampling_options.h"
 
 namespace wren::tools {
 
@@ -71,13 +72,7 @@ void register_generate(CLI::App& app) {
   cmd->add_option("-m,--model", a.model, "model directory")->required();
   cmd->add_option("prompt", a.prompt, "the prompt");
   cmd->add_option("-n,--max-tokens", a.gen.max_tokens, "tokens to generate")->check(CLI::NonNegativeNumber)->capture_default_str();
-  cmd->add_option("--temp", sp.temperature, "temperature (0: greedy)")->check(CLI::NonNegativeNumber)->capture_default_str();
-  cmd->add_option("--top-k", sp.top_k, "keep the k most likely tokens (0: off)")->check(CLI::NonNegativeNumber)->capture_default_str();
-  cmd->add_option("--top-p", sp.top_p, "nucleus sampling (1: off)")->check(CLI::Range(0.0, 1.0))->capture_default_str();
-  cmd->add_option("--min-p", sp.min_p, "drop tokens below min-p x the top probability")->check(CLI::Range(0.0, 1.0))->capture_default_str();
-  cmd->add_option("--repeat-penalty", sp.repeat_penalty, "penalise recent tokens (1: off)")->check(CLI::PositiveNumber)->capture_default_str();
-  cmd->add_option("--repeat-last-n", sp.repeat_last_n, "how many recent tokens")->check(CLI::NonNegativeNumber)->capture_default_str();
-  cmd->add_option("--seed", sp.seed, "sampling seed")->capture_default_str();
+  add_sampling_options(cmd, sp);
   cmd->add_option("--stop", a.gen.stops, "stop when this text is produced (repeatable)");
   cmd->add_option("--context", a.context, "session context in tokens (default: what the run needs, at least 4096, at most the model's)")->check(CLI::NonNegativeNumber);
   cmd->add_option("-t,--threads", a.threads, "threads")->check(CLI::PositiveNumber)->capture_default_str();
