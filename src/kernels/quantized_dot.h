@@ -48,18 +48,19 @@ void q4_gemm_scalar(const MatrixView& w, const QuantizedActivation* xq, int64_t 
 
 // The blocking of a batched product (GemmFn): rows [r0, r1) in blocks of R (then one at a
 // time); within a block the tokens in tiles of C (then one at a time), so the block's rows
-// stay in L1 while the whole batch meets them. tile(r, t, out) scores R rows x C tokens,
-// tail(r, t, rows, out) `rows` rows (R or 1) x one token; out = y + t ldy + (r - r0).
-template <int R, int C, class Tile, class Tail>
-void gemm_blocks(int64_t n_tokens, int64_t r0, int64_t r1, float* y, int64_t ldy, Tile tile, Tail tail) {
+// stay in L1 while the whole batch meets them. `tile` is a lambda templated on the tile's
+// rows and tokens: tile.template operator()<Rows, Tokens>(r, t, out) scores rows r.. x
+// tokens t.., out = y + t ldy + (r - r0).
+template <int R, int C, class Tile>
+void gemm_blocks(int64_t n_tokens, int64_t r0, int64_t r1, float* y, int64_t ldy, Tile tile) {
   int64_t r = r0;
   for (; r + R <= r1; r += R) {
     int64_t t = 0;
-    for (; t + C <= n_tokens; t += C) tile(r, t, y + t * ldy + (r - r0));
-    for (; t < n_tokens; ++t) tail(r, t, R, y + t * ldy + (r - r0));
+    for (; t + C <= n_tokens; t += C) tile.template operator()<R, C>(r, t, y + t * ldy + (r - r0));
+    for (; t < n_tokens; ++t) tile.template operator()<R, 1>(r, t, y + t * ldy + (r - r0));
   }
   for (; r < r1; ++r)
-    for (int64_t t = 0; t < n_tokens; ++t) tail(r, t, 1, y + t * ldy + (r - r0));
+    for (int64_t t = 0; t < n_tokens; ++t) tile.template operator()<1, 1>(r, t, y + t * ldy + (r - r0));
 }
 
 // The SIMD paths of this architecture, best first (none on other CPUs). Defined in

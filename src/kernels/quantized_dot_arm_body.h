@@ -145,13 +145,9 @@ void tile_block(const MatrixView& w, const QuantizedActivation* xq, int64_t r, f
 template <bool kQ4>
 void gemm_tiles(const MatrixView& w, const QuantizedActivation* xq, int64_t n_tokens, int64_t r0, int64_t r1,
                 float* y, int64_t ldy) {
-  gemm_blocks<kGemmRows, kGemmTokens>(
-      n_tokens, r0, r1, y, ldy,
-      [&](int64_t r, int64_t t, float* out) { tile_block<kGemmRows, kGemmTokens, kQ4>(w, xq + t, r, out, ldy); },
-      [&](int64_t r, int64_t t, int rows, float* out) {
-        if (rows == kGemmRows) tile_block<kGemmRows, 1, kQ4>(w, xq + t, r, out, ldy);
-        else tile_block<1, 1, kQ4>(w, xq + t, r, out, ldy);
-      });
+  gemm_blocks<kGemmRows, kGemmTokens>(n_tokens, r0, r1, y, ldy, [&]<int R, int C>(int64_t r, int64_t t, float* out) {
+    tile_block<R, C, kQ4>(w, xq + t, r, out, ldy);
+  });
 }
 
 void q8_gemm(const MatrixView& w, const QuantizedActivation* xq, int64_t n_tokens, int64_t r0, int64_t r1,

@@ -269,37 +269,23 @@ void q4_pairs_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r
   WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t) y[t * ldy + j] = hsum(acc[j][t]);
 }
 
-// The blocking: quantized_dot.h gemm_blocks with this path's tile.
+// The blocking: quantized_dot.h gemm_blocks with this path's tiles.
 void q8_gemm(const MatrixView& w, const QuantizedActivation* xq, int64_t n_tokens, int64_t r0, int64_t r1,
              float* y, int64_t ldy) {
   if (w.group % 32 != 0) return q8_gemm_scalar(w, xq, n_tokens, r0, r1, y, ldy);
-  gemm_blocks<kGemmRows, kGemmTokens>(
-      n_tokens, r0, r1, y, ldy,
-      [&](int64_t r, int64_t t, float* out) { tile_block<kGemmRows, kGemmTokens, false>(w, xq + t, r, out, ldy); },
-      [&](int64_t r, int64_t t, int rows, float* out) {
-        if (rows == kGemmRows) tile_block<kGemmRows, 1, false>(w, xq + t, r, out, ldy);
-        else tile_block<1, 1, false>(w, xq + t, r, out, ldy);
-      });
+  gemm_blocks<kGemmRows, kGemmTokens>(n_tokens, r0, r1, y, ldy, [&]<int R, int C>(int64_t r, int64_t t, float* out) {
+    tile_block<R, C, false>(w, xq + t, r, out, ldy);
+  });
 }
 
 void q4_gemm(const MatrixView& w, const QuantizedActivation* xq, int64_t n_tokens, int64_t r0, int64_t r1,
              float* y, int64_t ldy) {
   if (w.group % 32 != 0) return q4_gemm_scalar(w, xq, n_tokens, r0, r1, y, ldy);
-  if (w.group == 32 && w.groups() % 8 == 0) {
-    gemm_blocks<kGemmRows, kGemmTokens>(
-        n_tokens, r0, r1, y, ldy,
-        [&](int64_t r, int64_t t, float* out) { q4_pairs_tile<kGemmRows, kGemmTokens>(w, xq + t, r, out, ldy); },
-        [&](int64_t r, int64_t t, int rows, float* out) {
-          if (rows == kGemmRows) q4_pairs_tile<kGemmRows, 1>(w, xq + t, r, out, ldy);
-          else q4_pairs_tile<1, 1>(w, xq + t, r, out, ldy);
-        });
-    return;
-  }
-  gemm_blocks<kGemmRows, kGemmTokens>(
-      n_tokens, r0, r1, y, ldy,
-      [&](int64_t r, int64_t t, float* out) { tile_block<kGemmRows, kGemmTokens, true>(w, xq + t, r, out, ldy); },
-      [&](int64_t r, int64_t t, int rows, float* out) {
-        if (rows == kGemmRows) tile_block<kGemmRows, 1, true>(w, xq + t, r, out, ldy);
-        else tile_block<1, 1, true>(w, xq + t, r, out, ldy);
-      });
+  if (w.group == 32 && w.groups() % 8 == 0)
+    return gemm_blocks<kGemmRows, kGemmTokens>(n_tokens, r0, r1, y, ldy, [&]<int R, int C>(int64_t r, int64_t t, float* out) {
+      q4_pairs_tile<R, C>(w, xq + t, r, out, ldy);
+    });
+  gemm_blocks<kGemmRows, kGemmTokens>(n_tokens, r0, r1, y, ldy, [&]<int R, int C>(int64_t r, int64_t t, float* out) {
+    tile_block<R, C, true>(w, xq + t, r, out, ldy);
+  });
 }
