@@ -6,9 +6,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <memory>
 
 #include "config/parse.h"
 #include "model/model.h"
+#include "runtime/decode_batch.h"
 #include "runtime/session.h"
 #include "runtime/session_state.h"
 #include "test_util.h"
@@ -135,6 +137,93 @@ TEST_P(Architecture, RestoredStateContinuesIdentically) {
     other.decode(t, b.data());
     ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << "after token " << t;
   }
+}
+
+// max |a - b| over the finite logits, relative to the largest of them (at least 1).
+float relative_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  float scale = 1.0f;
+  for (float x : b) scale = std::max(scale, std::isfinite(x) ? std::fabs(x) : 0.0f);
+  return max_abs_diff(a, b) / scale;
+}
+
+// The oracle is the decode path: one token at a time through every layer, each product a
+// matvec. The batched prefill runs chunks of rows with batched FFN / MoE products; lengths
+// around the chunk, the windows (6, 8) and embla-mini's sparse selection (16 + 8).
+TEST_P(Architecture, BatchedPrefillEqualsTokenByToken) {
+  auto model = random_model(GetParam());
+  const int64_t chunk = Session(model).chunk();
+  ASSERT_GE(chunk, 2) << "a chunk of one row would test nothing";
+  std::vector<int64_t> lengths{1, 2, 5, 6, 7, 9, 23, 24, 25, chunk - 1, chunk, chunk + 1, 2 * chunk + 3};
+  for (int64_t n : lengths) {
+    auto t = random_tokens(int(n), model->config.vocab_size, uint32_t(100 + n));
+    Session one(model), batched(model), batched_full(model);
+    std::vector<float> a(size_t(one.vocab_rows())), b(a.size()), c(a.size());
+    for (int32_t tok : t) one.decode(tok, a.data());
+    batched.prefill(t, b.data(), true);
+    batched_full.prefill(t, c.data(), false);
+    EXPECT_LE(relative_diff(b, a), 1e-4f) << "prompt of " << n << " (chunk " << chunk << ")";
+    EXPECT_LE(relative_diff(c, a), 1e-4f) << "prompt of " << n << " without early exit";
+    // The caches the batch left serve the next tokens as the token-by-token ones do.
+    for (int32_t next : {7, 11}) {
+      one.decode(next, a.data());
+      batched.decode(next, b.data());
+    }
+    EXPECT_LE(relative_diff(b, a), 1e-4f) << "decode after a prompt of " << n;
+  }
+}
+
+TEST_P(Architecture, DecodeBatchEqualsEachSessionAlone) {
+  auto model = random_model(GetParam());
+  const int S = 3;
+  std::vector<std::unique_ptr<Session>> batched, alone;
+  std::vector<std::vector<float>> out(S, std::vector<float>(size_t(model->config.rows()))), ref = out;
+  for (int s = 0; s < S; ++s) {
+    auto prompt = random_tokens(3 + 7 * s, model->config.vocab_size, uint32_t(40 + s));
+    batched.push_back(std::make_unique<Session>(model));
+    alone.push_back(std::make_unique<Session>(model));
+    batched.back()->prefill(prompt, out[size_t(s)].data());
+    alone.back()->prefill(prompt, ref[size_t(s)].data());
+  }
+  std::vector<Session*> sessions;
+  std::vector<float*> logits;
+  for (int s = 0; s < S; ++s) sessions.push_back(batched[size_t(s)].get()), logits.push_back(out[size_t(s)].data());
+  for (int step = 0; step < 6; ++step) {
+    std::vector<int32_t> tokens;
+    for (int s = 0; s < S; ++s) tokens.push_back(int32_t((17 * step + 5 * s + 1) % model->config.vocab_size));
+    decode_batch(sessions, tokens, logits);
+    for (int s = 0; s < S; ++s) {
+      alone[size_t(s)]->decode(tokens[size_t(s)], ref[size_t(s)].data());
+      EXPECT_LE(relative_diff(out[size_t(s)], ref[size_t(s)]), 1e-4f) << "session " << s << " step " << step;
+      EXPECT_EQ(batched[size_t(s)]->history(), alone[size_t(s)]->history());
+    }
+  }
+  // A repeated session, or spans of different lengths, are refused before anything runs.
+  std::vector<Session*> twice{sessions[0], sessions[0]};
+  std::vector<int32_t> two{1, 2};
+  std::vector<float*> two_out{logits[0], logits[1]};
+  EXPECT_THROW(decode_batch(twice, two, two_out), std::invalid_argument);
+  EXPECT_THROW(decode_batch(sessions, two, two_out), std::invalid_argument);
+  EXPECT_EQ(batched[0]->history(), alone[0]->history());
+}
+
+TEST_P(Architecture, ExtendingAPromptContinuesFromTheSessionsState) {
+  auto model = random_model(GetParam());
+  auto t = random_tokens(40, model->config.vocab_size, 77);
+  const std::span<const int32_t> all(t), first = all.first(17);
+  Session reused(model), fresh(model);
+  std::vector<float> a(size_t(reused.vocab_rows())), b(a.size());
+  reused.prefill(first, a.data());
+  EXPECT_EQ(reused.extend(all, a.data()), 17);
+  fresh.prefill(all, b.data());
+  EXPECT_LE(relative_diff(a, b), 1e-4f);
+  EXPECT_EQ(reused.history(), fresh.history());
+  // Not an extension (a changed token, or nothing new): refused, the session unchanged.
+  auto changed = t;
+  changed[3] ^= 1;
+  changed.push_back(5);
+  EXPECT_THROW(reused.extend(changed, a.data()), std::invalid_argument);
+  EXPECT_THROW(reused.extend(all, a.data()), std::invalid_argument);
+  EXPECT_EQ(reused.position(), 40);
 }
 
 INSTANTIATE_TEST_SUITE_P(Engine, Architecture,

@@ -15,28 +15,10 @@
 
 #include "kernels/ops.h"
 #include "kernels/reference.h"
+#include "test_kernels_util.h"
 
 namespace wren::kernels {
 namespace {
-
-std::vector<float> randn(int64_t n, std::mt19937& rng, float scale = 1.0f) {
-  std::normal_distribution<float> nd(0, scale);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& x : v) x = nd(rng);
-  return v;
-}
-
-// Runs f once per integer path this CPU supports, checking the dispatcher switched.
-template <class F>
-void for_each_int8_path(const F& f) {
-  for (const char* path : supported_int8_paths()) {
-    set_int8_path(path);
-    SCOPED_TRACE(path);
-    ASSERT_STREQ(active_int8_path(), path);
-    f();
-  }
-  set_int8_path(nullptr);
-}
 
 // sum_c |W[r,c] s_x q_x[c]|: the scale of the f32 rounding of a quantised row dot.
 double abs_quantized_dot(const MatrixView& w, int64_t r, const QuantizedActivation& xq) {

@@ -213,10 +213,11 @@ void Dot4(const float* row, const float* x, int64_t stride, int64_t n, float* ou
   for (int k = 0; k < 4; ++k) out[k] = t[k];
 }
 
-// Rows [r0, r1) of Y = W X for all tokens, one tile of tokens at a time: each row is
-// decoded into `buf` once per tile and stays in L1 while the tile is scored.
-void MatmulRange(const MatrixView& w, const float* x, int64_t n_tokens, float* y, int64_t r0,
-                 int64_t r1, float* buf) {
+// Rows [r0, r1) of Y = W X for all tokens (x_t = x + t ldx, y[t ldy + r]), one tile of
+// tokens at a time: each row is decoded into `buf` once per tile and stays in L1 while the
+// tile is scored.
+void MatmulRange(const MatrixView& w, const float* x, int64_t ldx, int64_t n_tokens, float* y, int64_t ldy,
+                 int64_t r0, int64_t r1, float* buf) {
   constexpr int64_t kTokenTile = 32;
   const int64_t cols = w.cols;
   for (int64_t t0 = 0; t0 < n_tokens; t0 += kTokenTile) {
@@ -230,10 +231,10 @@ void MatmulRange(const MatrixView& w, const float* x, int64_t n_tokens, float* y
       int64_t t = t0;
       for (; t + 4 <= t1; t += 4) {
         float out[4];
-        Dot4(row, x + t * cols, cols, cols, out);
-        for (int k = 0; k < 4; ++k) y[(t + k) * w.rows + r] = out[k];
+        Dot4(row, x + t * ldx, ldx, cols, out);
+        for (int k = 0; k < 4; ++k) y[(t + k) * ldy + r] = out[k];
       }
-      for (; t < t1; ++t) y[t * w.rows + r] = DotF32(row, x + t * cols, cols);
+      for (; t < t1; ++t) y[t * ldy + r] = DotF32(row, x + t * ldx, cols);
     }
   }
 }
@@ -347,8 +348,27 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, Thr
   parallel_rows(pool, w.rows, kRowAlign, [&](int64_t r0, int64_t r1) {
     thread_local std::vector<float> buf;  // one decoded row, grown once per thread
     if (buf.size() < size_t(w.cols)) buf.resize(size_t(w.cols));
-    HWY_DYNAMIC_DISPATCH(MatmulRange)(w, x, n_tokens, y, r0, r1, buf.data());
+    HWY_DYNAMIC_DISPATCH(MatmulRange)(w, x, w.cols, n_tokens, y, w.rows, r0, r1, buf.data());
   });
+}
+
+void quantize_batch(const float* x, int64_t n, int64_t cols, int64_t ldx, int group,
+                    std::vector<QuantizedActivation>& out) {
+  if (out.size() < size_t(n)) out.resize(size_t(n));
+  for (int64_t t = 0; t < n; ++t) quantize_activation(x + t * ldx, cols, group, out[size_t(t)]);
+}
+
+void matmul_range(const MatrixView& w, const ActivationBatch& x, float* y, int64_t ldy, int64_t r0,
+                  int64_t r1) {
+  if (r0 >= r1 || x.n <= 0) return;
+  if ((w.type == DType::q8 || w.type == DType::q4) && !f32_activations()) {
+    if (!x.xq) throw KernelError(std::string("matmul_range: a ") + to_string(w.type) + " matrix needs the quantised batch");
+    quantized::gemm_rows(w, x.xq, x.n, r0, r1, y + r0, ldy);
+    return;
+  }
+  thread_local std::vector<float> buf;  // one decoded row, grown once per thread
+  if (buf.size() < size_t(w.cols)) buf.resize(size_t(w.cols));
+  HWY_DYNAMIC_DISPATCH(MatmulRange)(w, x.x, x.ldx, x.n, y, ldy, r0, r1, buf.data());
 }
 
 float dot(const float* a, const float* b, int64_t n) { return HWY_DYNAMIC_DISPATCH(DotF32)(a, b, n); }

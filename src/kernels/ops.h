@@ -74,6 +74,27 @@ void matvec_range(const MatrixView& w, const float* x, const QuantizedActivation
 void matvec_add_range(const MatrixView& w, const float* x, const QuantizedActivation* xq,
                       float alpha, float* y, int64_t r0, int64_t r1);
 
+// ---- Batched products: one weight matrix times the rows of a batch --------------------
+//
+// Prefill runs a chunk of prompt tokens, batched decode one token of several sessions: the
+// weights are read once for the whole batch. Row t of the batch is x_t = x + t * ldx
+// ([w.cols] values); for q8 / q4 weights each row is quantised once, as matvec does, into
+// xq[t] (quantize_batch), and the products use the integer path's batched tiles.
+struct ActivationBatch {
+  const float* x = nullptr;
+  int64_t ldx = 0;
+  const QuantizedActivation* xq = nullptr;  // [n]: needed by q8 / q4 weights
+  int64_t n = 0;
+};
+// out[t] = quantize_activation(x + t * ldx, cols, group) for t < n; `out` grows once.
+void quantize_batch(const float* x, int64_t n, int64_t cols, int64_t ldx, int group,
+                    std::vector<QuantizedActivation>& out);
+// Single-threaded row range: y[t * ldy + r] = W[r,:] . x_t for t < x.n and r in [r0, r1).
+// q8 / q4 use x.xq (checked against w like matvec_range), f32 / bf16 (and q8 / q4 in
+// parity mode) x.x with each row decoded once per tile of tokens.
+void matmul_range(const MatrixView& w, const ActivationBatch& x, float* y, int64_t ldy, int64_t r0,
+                  int64_t r1);
+
 // The integer dot-product path in use ("avx512vnni", "avxvnni", "avx2", "neon-dotprod",
 // "neon", "scalar"), chosen at run time from the CPU's features, best first.
 const char* active_int8_path();

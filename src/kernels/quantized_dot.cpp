@@ -73,6 +73,16 @@ void q4_rows_scalar(const MatrixView& w, const QuantizedActivation& xq, int64_t 
   }
 }
 
+void q8_gemm_scalar(const MatrixView& w, const QuantizedActivation* xq, int64_t n_tokens, int64_t r0,
+                    int64_t r1, float* y, int64_t ldy) {
+  for (int64_t t = 0; t < n_tokens; ++t) q8_rows_scalar(w, xq[t], r0, r1, y + t * ldy);
+}
+
+void q4_gemm_scalar(const MatrixView& w, const QuantizedActivation* xq, int64_t n_tokens, int64_t r0,
+                    int64_t r1, float* y, int64_t ldy) {
+  for (int64_t t = 0; t < n_tokens; ++t) q4_rows_scalar(w, xq[t], r0, r1, y + t * ldy);
+}
+
 #if !defined(__x86_64__) && !defined(__aarch64__)
 PathList arch_paths() { return {nullptr, 0}; }  // no SIMD path for this CPU: scalar only
 #endif
@@ -80,7 +90,7 @@ PathList arch_paths() { return {nullptr, 0}; }  // no SIMD path for this CPU: sc
 namespace {
 
 bool always() { return true; }
-constexpr Path kScalar{"scalar", always, q8_rows_scalar, q4_rows_scalar};
+constexpr Path kScalar{"scalar", always, q8_rows_scalar, q4_rows_scalar, q8_gemm_scalar, q4_gemm_scalar};
 
 // The best supported path, or the one set_int8_path forced.
 const Path* best_path() {
@@ -102,13 +112,28 @@ const Path& active() {
 
 }  // namespace
 
-void dot_rows(const MatrixView& w, const QuantizedActivation& xq, int64_t r0, int64_t r1,
-              float* out) {
+namespace {
+void check_activation(const MatrixView& w, const QuantizedActivation& xq) {
   if (xq.group != w.group || xq.n != w.cols)
     throw KernelError("matvec_range: activation quantised with n " + std::to_string(xq.n) +
                       ", group " + std::to_string(xq.group) + " for a " + to_string(w.type) +
                       " matrix of " + std::to_string(w.cols) + " columns, group " +
                       std::to_string(w.group));
+}
+}  // namespace
+
+void gemm_rows(const MatrixView& w, const QuantizedActivation* xq, int64_t n_tokens, int64_t r0,
+               int64_t r1, float* y, int64_t ldy) {
+  for (int64_t t = 0; t < n_tokens; ++t) check_activation(w, xq[t]);
+  const Path& p = active();
+  if (w.type == DType::q8) p.q8_gemm(w, xq, n_tokens, r0, r1, y, ldy);
+  else if (w.type == DType::q4) p.q4_gemm(w, xq, n_tokens, r0, r1, y, ldy);
+  else throw KernelError(std::string("quantized gemm: not a q8 / q4 matrix: ") + to_string(w.type));
+}
+
+void dot_rows(const MatrixView& w, const QuantizedActivation& xq, int64_t r0, int64_t r1,
+              float* out) {
+  check_activation(w, xq);
   const Path& p = active();
   if (w.type == DType::q8) p.q8(w, xq, r0, r1, out);
   else if (w.type == DType::q4) p.q4(w, xq, r0, r1, out);

@@ -20,11 +20,18 @@ namespace wren::kernels::quantized {
 
 using RowsFn = void (*)(const MatrixView& w, const QuantizedActivation& xq, int64_t r0,
                         int64_t r1, float* out);
+// The batched product of a path: y[t * ldy + (r - r0)] = W[r,:] . x_t for t < n_tokens and r
+// in [r0, r1), x_t = xq[t]. Rows are taken in blocks that stay in L1 while every token of the
+// batch meets them, and each block is scored against a few tokens at once, so one weight
+// load serves several tokens and one activation load several rows.
+using GemmFn = void (*)(const MatrixView& w, const QuantizedActivation* xq, int64_t n_tokens,
+                        int64_t r0, int64_t r1, float* y, int64_t ldy);
 
 struct Path {
   const char* name;
   bool (*supported)();  // can this CPU run it?
   RowsFn q8, q4;
+  GemmFn q8_gemm, q4_gemm;
 };
 
 // The plain path: any group size, one row at a time, int32 per group. Also the fallback of
@@ -33,6 +40,28 @@ void q8_rows_scalar(const MatrixView& w, const QuantizedActivation& xq, int64_t 
                     float* out);
 void q4_rows_scalar(const MatrixView& w, const QuantizedActivation& xq, int64_t r0, int64_t r1,
                     float* out);
+// The plain batched product: each (token, row) dot by the plain path above.
+void q8_gemm_scalar(const MatrixView& w, const QuantizedActivation* xq, int64_t n_tokens, int64_t r0,
+                    int64_t r1, float* y, int64_t ldy);
+void q4_gemm_scalar(const MatrixView& w, const QuantizedActivation* xq, int64_t n_tokens, int64_t r0,
+                    int64_t r1, float* y, int64_t ldy);
+
+// The blocking of a batched product (GemmFn): rows [r0, r1) in blocks of R (then one at a
+// time); within a block the tokens in tiles of C (then one at a time), so the block's rows
+// stay in L1 while the whole batch meets them. `tile` is a lambda templated on the tile's
+// rows and tokens: tile.template operator()<Rows, Tokens>(r, t, out) scores rows r.. x
+// tokens t.., out = y + t ldy + (r - r0).
+template <int R, int C, class Tile>
+void gemm_blocks(int64_t n_tokens, int64_t r0, int64_t r1, float* y, int64_t ldy, Tile tile) {
+  int64_t r = r0;
+  for (; r + R <= r1; r += R) {
+    int64_t t = 0;
+    for (; t + C <= n_tokens; t += C) tile.template operator()<R, C>(r, t, y + t * ldy + (r - r0));
+    for (; t < n_tokens; ++t) tile.template operator()<R, 1>(r, t, y + t * ldy + (r - r0));
+  }
+  for (; r < r1; ++r)
+    for (int64_t t = 0; t < n_tokens; ++t) tile.template operator()<1, 1>(r, t, y + t * ldy + (r - r0));
+}
 
 // The SIMD paths of this architecture, best first (none on other CPUs). Defined in
 // quantized_dot_x86.cpp and quantized_dot_arm.cpp.
@@ -51,5 +80,9 @@ void quantize_activation_groups(const float* x, int64_t n, int group, int8_t* q,
 // Checks that xq matches w (KernelError naming both).
 void dot_rows(const MatrixView& w, const QuantizedActivation& xq, int64_t r0, int64_t r1,
               float* out);
+// y[t * ldy + (r - r0)] = W[r,:] . x_t for t < n_tokens (GemmFn), on the active path; checks
+// every xq[t] against w.
+void gemm_rows(const MatrixView& w, const QuantizedActivation* xq, int64_t n_tokens, int64_t r0,
+               int64_t r1, float* y, int64_t ldy);
 
 }  // namespace wren::kernels::quantized

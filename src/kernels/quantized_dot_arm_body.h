@@ -89,3 +89,75 @@ void q4_rows(const MatrixView& w, const QuantizedActivation& xq, int64_t r0, int
   for (; r + kRows <= r1; r += kRows) rows_block<kRows, true>(w, xq, r, out + (r - r0));
   for (; r < r1; ++r) rows_block<1, true>(w, xq, r, out + (r - r0));
 }
+
+// ---- The batched product (GemmFn): tiles of kGemmRows rows x kGemmTokens tokens --------
+//
+// rows_block with C activations: each weight load (and q4 unpack) serves C tokens and each
+// activation load R rows; the R x C int32 sums of a group get their own s_w s_x.
+// y[t * ldy + j] = W[r + j,:] . x_t for j < R, t < C.
+constexpr int kGemmRows = 4, kGemmTokens = 2;
+
+template <int R, int C, bool kQ4>
+void tile_block(const MatrixView& w, const QuantizedActivation* xq, int64_t r, float* y, int64_t ldy) {
+  const int G = w.group;
+  const int64_t groups = w.groups();
+  const int8_t* x[C];
+  WREN_UNROLL for (int t = 0; t < C; ++t) x[t] = kQ4 ? xq[t].q_nibble_order.data() : xq[t].q.data();
+  const F16* sw[R];
+  float32x4_t acc[R][C];
+  WREN_UNROLL for (int j = 0; j < R; ++j) {
+    sw[j] = w.row_scales(r + j);
+    WREN_UNROLL for (int t = 0; t < C; ++t) acc[j][t] = vdupq_n_f32(0);
+  }
+  for (int64_t g = 0, c0 = 0; g < groups; ++g, c0 += G) {
+    int32x4_t isum[R][C];
+    WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t) isum[j][t] = vdupq_n_s32(0);
+    if constexpr (kQ4) {
+      for (int64_t c = c0; c < c0 + G; c += 32) {
+        int8x16_t xe[C], xo[C];
+        WREN_UNROLL for (int t = 0; t < C; ++t) xe[t] = vld1q_s8(x[t] + c), xo[t] = vld1q_s8(x[t] + c + 16);
+        WREN_UNROLL for (int j = 0; j < R; ++j) {
+          int8x16_t we, wo;
+          unpack_nibbles(w.q4_row(r + j) + c / 2, we, wo);
+          WREN_UNROLL for (int t = 0; t < C; ++t) isum[j][t] = dot_s8(dot_s8(isum[j][t], we, xe[t]), wo, xo[t]);
+        }
+      }
+    } else {
+      for (int64_t c = c0; c < c0 + G; c += 16) {
+        int8x16_t xv[C];
+        WREN_UNROLL for (int t = 0; t < C; ++t) xv[t] = vld1q_s8(x[t] + c);
+        WREN_UNROLL for (int j = 0; j < R; ++j) {
+          const int8x16_t q = vld1q_s8(w.q8_row(r + j) + c);
+          WREN_UNROLL for (int t = 0; t < C; ++t) isum[j][t] = dot_s8(isum[j][t], q, xv[t]);
+        }
+      }
+    }
+    WREN_UNROLL for (int j = 0; j < R; ++j) {
+      const float s = f16_to_f32(sw[j][g]);
+      WREN_UNROLL for (int t = 0; t < C; ++t)
+        acc[j][t] = vfmaq_n_f32(acc[j][t], vcvtq_f32_s32(isum[j][t]), s * xq[t].scales[size_t(g)]);
+    }
+  }
+  WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t) y[t * ldy + j] = vaddvq_f32(acc[j][t]);
+}
+
+// The blocking of quantized_dot.h gemm_blocks with this path's tiles.
+template <bool kQ4>
+void gemm_tiles(const MatrixView& w, const QuantizedActivation* xq, int64_t n_tokens, int64_t r0, int64_t r1,
+                float* y, int64_t ldy) {
+  gemm_blocks<kGemmRows, kGemmTokens>(n_tokens, r0, r1, y, ldy, [&]<int R, int C>(int64_t r, int64_t t, float* out) {
+    tile_block<R, C, kQ4>(w, xq + t, r, out, ldy);
+  });
+}
+
+void q8_gemm(const MatrixView& w, const QuantizedActivation* xq, int64_t n_tokens, int64_t r0, int64_t r1,
+             float* y, int64_t ldy) {
+  if (w.group % 16 != 0) return q8_gemm_scalar(w, xq, n_tokens, r0, r1, y, ldy);
+  gemm_tiles<false>(w, xq, n_tokens, r0, r1, y, ldy);
+}
+
+void q4_gemm(const MatrixView& w, const QuantizedActivation* xq, int64_t n_tokens, int64_t r0, int64_t r1,
+             float* y, int64_t ldy) {
+  if (w.group % 32 != 0) return q4_gemm_scalar(w, xq, n_tokens, r0, r1, y, ldy);
+  gemm_tiles<true>(w, xq, n_tokens, r0, r1, y, ldy);
+}

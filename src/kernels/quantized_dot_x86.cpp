@@ -14,6 +14,8 @@ namespace wren::kernels::quantized {
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
 namespace avx2 {
+// 16 ymm registers: a tile of 2 rows x 2 tokens keeps its sums and accumulators in them.
+constexpr int kGemmRows = 2, kGemmTokens = 2;
 // acc + sum of four u8 x s8 products per lane: pairs to int16 (at most 2 * 127 * 127, no
 // saturation), then pairs of int16 to int32.
 inline __m256i dot_u8s8(__m256i acc, __m256i a, __m256i b) {
@@ -32,6 +34,8 @@ inline __m256i dot2_u8s8(__m256i acc, __m256i a1, __m256i b1, __m256i a2, __m256
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")
 namespace avx512vnni {
+// EVEX reaches 32 ymm registers: 4 rows x 2 tokens.
+constexpr int kGemmRows = 4, kGemmTokens = 2;
 inline __m256i dot_u8s8(__m256i acc, __m256i a, __m256i b) { return _mm256_dpbusd_epi32(acc, a, b); }
 inline __m256i dot2_u8s8(__m256i acc, __m256i a1, __m256i b1, __m256i a2, __m256i b2) {
   return _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(acc, a1, b1), a2, b2);
@@ -43,6 +47,7 @@ inline __m256i dot2_u8s8(__m256i acc, __m256i a1, __m256i b1, __m256i a2, __m256
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c,avxvnni")
 namespace avxvnni {
+constexpr int kGemmRows = 2, kGemmTokens = 2;
 inline __m256i dot_u8s8(__m256i acc, __m256i a, __m256i b) { return _mm256_dpbusd_avx_epi32(acc, a, b); }
 inline __m256i dot2_u8s8(__m256i acc, __m256i a1, __m256i b1, __m256i a2, __m256i b2) {
   return _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(acc, a1, b1), a2, b2);
@@ -63,9 +68,9 @@ bool has_avx512vnni() {
 bool has_avxvnni() { return has_avx2() && __builtin_cpu_supports("avxvnni"); }
 
 const Path kPaths[] = {
-    {"avx512vnni", has_avx512vnni, avx512vnni::q8_rows, avx512vnni::q4_rows},
-    {"avxvnni", has_avxvnni, avxvnni::q8_rows, avxvnni::q4_rows},
-    {"avx2", has_avx2, avx2::q8_rows, avx2::q4_rows},
+    {"avx512vnni", has_avx512vnni, avx512vnni::q8_rows, avx512vnni::q4_rows, avx512vnni::q8_gemm, avx512vnni::q4_gemm},
+    {"avxvnni", has_avxvnni, avxvnni::q8_rows, avxvnni::q4_rows, avxvnni::q8_gemm, avxvnni::q4_gemm},
+    {"avx2", has_avx2, avx2::q8_rows, avx2::q4_rows, avx2::q8_gemm, avx2::q4_gemm},
 };
 }  // namespace
 

@@ -172,3 +172,120 @@ void q4_rows(const MatrixView& w, const QuantizedActivation& xq, int64_t r0, int
   for (; r + kRows <= r1; r += kRows) rows_block<kRows, true>(w, xq, r, out + (r - r0));
   for (; r < r1; ++r) rows_block<1, true>(w, xq, r, out + (r - r0));
 }
+
+// ---- The batched product (GemmFn): tiles of R rows x C tokens ---------------------------
+//
+// The loops of rows_block with C activations: each weight load (and q8's |q_w|) serves C
+// tokens and each activation load R rows, and the R x C int32 sums of a group are scaled by
+// their own s_w s_x. y[t * ldy + j] = W[r + j,:] . x_t for j < R, t < C.
+template <int R, int C, bool kQ4>
+void tile_block(const MatrixView& w, const QuantizedActivation* xq, int64_t r, float* y, int64_t ldy) {
+  const int G = w.group;
+  const int64_t groups = w.groups();
+  const int8_t* x[C];
+  WREN_UNROLL for (int t = 0; t < C; ++t) x[t] = kQ4 ? xq[t].q_nibble_order.data() : xq[t].q.data();
+  const F16* sw[R];
+  WREN_UNROLL for (int j = 0; j < R; ++j) sw[j] = w.row_scales(r + j);
+  __m256 acc[R][C];
+  WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t) acc[j][t] = _mm256_setzero_ps();
+  for (int64_t g8 = 0; g8 < groups; g8 += 8) {
+    const int64_t n = std::min<int64_t>(8, groups - g8);
+    float d[R][C][8];
+    WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t)
+      scale_products(sw[j] + g8, xq[t].scales.data() + g8, n, d[j][t]);
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t g = g8 + k, c0 = g * G;
+      __m256i isum[R][C];
+      WREN_UNROLL for (int t = 0; t < C; ++t) {
+        const __m256i init = kQ4 ? _mm256_setr_epi32(-8 * xq[t].sums[size_t(g)], 0, 0, 0, 0, 0, 0, 0)
+                                 : _mm256_setzero_si256();
+        WREN_UNROLL for (int j = 0; j < R; ++j) isum[j][t] = init;
+      }
+      for (int64_t c = c0; c < c0 + G; c += 32) {
+        __m256i xv[C];
+        WREN_UNROLL for (int t = 0; t < C; ++t) xv[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[t] + c));
+        WREN_UNROLL for (int j = 0; j < R; ++j) {
+          if constexpr (kQ4) {
+            const __m256i a = unpack_nibbles(w.q4_row(r + j) + c / 2);
+            WREN_UNROLL for (int t = 0; t < C; ++t) isum[j][t] = dot_u8s8(isum[j][t], a, xv[t]);
+          } else {
+            const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.q8_row(r + j) + c));
+            const __m256i a = _mm256_abs_epi8(q);
+            WREN_UNROLL for (int t = 0; t < C; ++t) isum[j][t] = dot_u8s8(isum[j][t], a, _mm256_sign_epi8(xv[t], q));
+          }
+        }
+      }
+      WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t)
+        acc[j][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j][t]), _mm256_broadcast_ss(&d[j][t][k]), acc[j][t]);
+    }
+  }
+  WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t) y[t * ldy + j] = hsum(acc[j][t]);
+}
+
+// q4 with G = 32 and groups % 8 == 0, the two-groups-per-step loop of q4_pairs_block for R
+// rows x C tokens.
+template <int R, int C>
+void q4_pairs_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, float* y, int64_t ldy) {
+  const int64_t groups = w.groups();
+  const __m256i mask = _mm256_set1_epi8(0x0F);
+  const uint8_t* row[R];
+  const F16* sw[R];
+  WREN_UNROLL for (int j = 0; j < R; ++j) {
+    row[j] = w.q4_row(r + j);
+    sw[j] = w.row_scales(r + j);
+  }
+  __m256 acc[R][C];
+  WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t) acc[j][t] = _mm256_setzero_ps();
+  for (int64_t g8 = 0; g8 < groups; g8 += 8) {
+    __m256 d[R][C];
+    WREN_UNROLL for (int j = 0; j < R; ++j) {
+      const __m256 wv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sw[j] + g8)));
+      WREN_UNROLL for (int t = 0; t < C; ++t) d[j][t] = _mm256_mul_ps(wv, _mm256_loadu_ps(xq[t].scales.data() + g8));
+    }
+    _Pragma("GCC unroll 4") for (int k = 0; k < 8; k += 2) {
+      const int64_t g = g8 + k;
+      __m256i x_even[C], x_odd[C], offset[C];
+      WREN_UNROLL for (int t = 0; t < C; ++t) {
+        const int8_t* x = xq[t].q_nibble_order.data();
+        const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + g * 32));
+        const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + g * 32 + 32));
+        x_even[t] = _mm256_permute2x128_si256(a, b, 0x20);
+        x_odd[t] = _mm256_permute2x128_si256(a, b, 0x31);
+        offset[t] = _mm256_set_m128i(_mm_cvtsi32_si128(-8 * xq[t].sums[size_t(g + 1)]),
+                                     _mm_cvtsi32_si128(-8 * xq[t].sums[size_t(g)]));
+      }
+      const __m256i pick = _mm256_setr_epi32(k, k, k, k, k + 1, k + 1, k + 1, k + 1);
+      WREN_UNROLL for (int j = 0; j < R; ++j) {
+        const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row[j] + g * 16));
+        const __m256i lo = _mm256_and_si256(bytes, mask);
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), mask);
+        WREN_UNROLL for (int t = 0; t < C; ++t) {
+          const __m256i isum = dot2_u8s8(offset[t], lo, x_even[t], hi, x_odd[t]);
+          acc[j][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_permutevar8x32_ps(d[j][t], pick), acc[j][t]);
+        }
+      }
+    }
+  }
+  WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t) y[t * ldy + j] = hsum(acc[j][t]);
+}
+
+// The blocking: quantized_dot.h gemm_blocks with this path's tiles.
+void q8_gemm(const MatrixView& w, const QuantizedActivation* xq, int64_t n_tokens, int64_t r0, int64_t r1,
+             float* y, int64_t ldy) {
+  if (w.group % 32 != 0) return q8_gemm_scalar(w, xq, n_tokens, r0, r1, y, ldy);
+  gemm_blocks<kGemmRows, kGemmTokens>(n_tokens, r0, r1, y, ldy, [&]<int R, int C>(int64_t r, int64_t t, float* out) {
+    tile_block<R, C, false>(w, xq + t, r, out, ldy);
+  });
+}
+
+void q4_gemm(const MatrixView& w, const QuantizedActivation* xq, int64_t n_tokens, int64_t r0, int64_t r1,
+             float* y, int64_t ldy) {
+  if (w.group % 32 != 0) return q4_gemm_scalar(w, xq, n_tokens, r0, r1, y, ldy);
+  if (w.group == 32 && w.groups() % 8 == 0)
+    return gemm_blocks<kGemmRows, kGemmTokens>(n_tokens, r0, r1, y, ldy, [&]<int R, int C>(int64_t r, int64_t t, float* out) {
+      q4_pairs_tile<R, C>(w, xq + t, r, out, ldy);
+    });
+  gemm_blocks<kGemmRows, kGemmTokens>(n_tokens, r0, r1, y, ldy, [&]<int R, int C>(int64_t r, int64_t t, float* out) {
+    tile_block<R, C, true>(w, xq + t, r, out, ldy);
+  });
+}

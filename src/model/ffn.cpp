@@ -306,4 +306,214 @@ void moe_ffn(const MoeWeights& w, int d, const FfnCall& call, int32_t* experts_o
   }
 }
 
+// ---- Batches ------------------------------------------------------------------------
+
+namespace {
+
+template <class T>
+T* grown(std::vector<T>& v, size_t n) {  // at least n elements; grows, never shrinks
+  if (v.size() < n) v.resize(n);
+  return v.data();
+}
+
+// A term of row t whose hidden values already sit in the batch buffers.
+FfnTerm row_term(const FfnWeights& w, int64_t e, int64_t h, int64_t in, bool relu2) {
+  FfnTerm t;
+  t.up = w.w_up.slice_rows(e * h, h);
+  t.gate = relu2 ? MatrixView{} : w.w_gate.slice_rows(e * h, h);
+  t.down = relu2 ? w.w_down.slice_rows(e * h, h) : w.w_down.slice_rows(e * in, in);
+  t.b_gate = data_or_null(w.b_gate, e * h), t.b_up = data_or_null(w.b_up, e * h);
+  t.b_down = data_or_null(w.b_down, e * in);
+  return t;
+}
+
+// ReLU^2 rows: each row's terms (hidden values in place) activated and projected down by
+// their fired rows, as the single-row path does. terms[i].h_up is set by the caller.
+void relu2_rows_down(const FfnSpec& spec, std::span<FfnTerm> terms, FfnScratch& s, kernels::ThreadPool* pool) {
+  size_t at = 0;
+  for (FfnTerm& t : terms) {
+    t.coeffs = s.coeffs.data() + at, t.neurons = s.neurons.data() + at;
+    at += size_t(t.up.rows);
+    activate(spec, t);
+  }
+  down_all(spec, terms, s, pool);
+}
+
+}  // namespace
+
+void dense_ffn_batch(const FfnWeights& w, int d, const FfnBatchCall& call) {
+  const FfnSpec& spec = call.spec;
+  FfnBatchScratch& b = call.batch;
+  const int64_t n = call.n, H = w.w_up.rows;
+  const bool relu2 = spec.activation == Activation::relu2;
+  float* up = grown(b.up, size_t(n * H));
+  float* gate = grown(b.gate, size_t(n * H));
+  b.products.clear();
+  b.products.push_back({w.w_up, call.x, d, up, H, n});
+  if (!relu2) b.products.push_back({w.w_gate, call.x, d, gate, H, n});
+  run_batch_products(b.products, call.pool);
+  for (int64_t t = 0; t < n; ++t) {
+    FfnTerm term = row_term(w, 0, H, d, relu2);
+    term.x = call.x + t * d, term.y = call.y + t * d;
+    term.h_up = up + t * H, term.h_gate = gate + t * H;
+    if (relu2) {
+      relu2_rows_down(spec, std::span(&term, 1), call.scratch, call.pool);
+      if (call.probe && call.probe->relu2) record_neurons(call.probe->dense, term);
+    } else {
+      activate(spec, term);
+    }
+  }
+  if (relu2) return;
+  b.products.clear();
+  b.products.push_back({w.w_down, gate, H, call.y, d, n, 1.0f, true});
+  run_batch_products(b.products, call.pool);
+  if (!w.b_down.empty())
+    for (int64_t t = 0; t < n; ++t) add_bias(w.b_down.data(), d, call.y + t * d);
+}
+
+// Four batched regions as moe_ffn's four: (1) router, latent down, shared gate and the
+// shared experts' gate / up over all rows; (2) each chosen expert's gate / up over the rows
+// that chose it (their inputs gathered by expert); (3) the down projections; (4) the latent
+// up-projection.
+void moe_ffn_batch(const MoeWeights& w, int d, const FfnBatchCall& call, int32_t* experts_out) {
+  const FfnSpec& spec = call.spec;
+  FfnBatchScratch& b = call.batch;
+  FfnScratch& s = call.scratch;
+  const int64_t n = call.n, k = spec.top_k, h = spec.expert_hidden, E = spec.n_experts;
+  const bool latent = spec.latent_dim > 0, relu2 = spec.activation == Activation::relu2;
+  const int64_t in = latent ? spec.latent_dim : d;
+  const int64_t Hs = spec.n_shared ? w.shared.w_up.rows : 0;
+  const bool shared_gate = present(w.shared_gate);
+  float* logits = grown(b.logits, size_t(n * E));
+  float* latent_in = grown(b.latent_in, size_t(n * in));
+  float* latent_out = grown(b.latent_out, size_t(n * in));
+  float* shared_logit = grown(b.shared_logit, size_t(n));
+  // Hidden buffers: the shared experts' [n][Hs], then the routed slots' [n k][h].
+  float* up = grown(b.up, size_t(n * Hs + n * k * h));
+  float* gate = grown(b.gate, size_t(n * Hs + n * k * h));
+  float *up_routed = up + n * Hs, *gate_routed = gate + n * Hs;
+  b.products.clear();
+  b.products.push_back({w.router, call.x, d, logits, E, n});
+  if (latent) b.products.push_back({w.latent_down, call.x, d, latent_in, in, n});
+  if (shared_gate) b.products.push_back({w.shared_gate, call.x, d, shared_logit, 1, n});
+  if (Hs) {
+    b.products.push_back({w.shared.w_up, call.x, d, up, Hs, n});
+    if (!relu2) b.products.push_back({w.shared.w_gate, call.x, d, gate, Hs, n});
+  }
+  run_batch_products(b.products, call.pool);
+
+  // Routing per row, then the rows grouped by expert: slot[t k + i] is the place of row t's
+  // i-th choice among all choices ordered by expert (offset[e] .. offset[e + 1]).
+  int32_t* experts = grown(b.experts, size_t(n * k));
+  float* gates = grown(b.gates, size_t(n * k));
+  int32_t* slot = grown(b.slot, size_t(n * k));
+  int32_t* offset = grown(b.offset, size_t(E + 1));
+  std::fill(offset, offset + E + 1, 0);
+  for (int64_t t = 0; t < n; ++t) {
+    route(spec, w, logits + t * E, experts + t * k, gates + t * k, s);
+    if (call.probe) call.probe->record_route(experts + t * k, int(k));
+    for (int64_t i = 0; i < k; ++i) ++offset[experts[t * k + i] + 1];
+  }
+  if (experts_out) std::copy(experts, experts + n * k, experts_out);
+  for (int64_t e = 0; e < E; ++e) offset[e + 1] += offset[e];
+  float* inputs = grown(b.inputs, size_t(n * k * in));
+  {
+    thread_local std::vector<int32_t> fill_buf;
+    int32_t* fill = grown(fill_buf, size_t(E));
+    std::copy(offset, offset + E, fill);
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t i = 0; i < k; ++i) {
+        const int32_t p = fill[experts[t * k + i]]++;
+        slot[t * k + i] = p;
+        const float* src = latent ? latent_in + t * in : call.x + t * d;
+        std::copy(src, src + in, inputs + int64_t(p) * in);
+      }
+  }
+  const FfnWeights& st = w.experts;
+  b.products.clear();
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t first = offset[e], count = offset[e + 1] - first;
+    if (!count) continue;
+    b.products.push_back({st.w_up.slice_rows(e * h, h), inputs + first * in, in, up_routed + first * h, h, count});
+    if (!relu2)
+      b.products.push_back({st.w_gate.slice_rows(e * h, h), inputs + first * in, in, gate_routed + first * h, h, count});
+  }
+  run_batch_products(b.products, call.pool);
+  if (latent) std::fill(latent_out, latent_out + n * in, 0.0f);
+
+  if (relu2) {  // per row: fired rows only, as the single-row path
+    for (int64_t t = 0; t < n; ++t) {
+      s.terms.clear();
+      for (int64_t i = 0; i < k; ++i) {
+        const int64_t e = experts[t * k + i], p = slot[t * k + i];
+        FfnTerm term = row_term(st, e, h, in, true);
+        term.h_up = up_routed + p * h, term.scale = gates[t * k + i];
+        term.y = latent ? latent_out + t * in : call.y + t * d;
+        s.terms.push_back(term);
+      }
+      if (Hs) {
+        FfnTerm term = row_term(w.shared, 0, Hs, d, true);
+        term.h_up = up + t * Hs, term.y = call.y + t * d;
+        if (shared_gate) term.scale = kernels::sigmoid(shared_logit[t]);
+        s.terms.push_back(term);
+      }
+      relu2_rows_down(spec, s.terms, s, call.pool);
+      if (call.probe) {
+        for (int64_t i = 0; i < k; ++i) record_neurons(call.probe->experts[size_t(experts[t * k + i])], s.terms[size_t(i)]);
+        if (Hs) record_neurons(call.probe->shared, s.terms.back());
+      }
+    }
+  } else {
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t i = 0; i < k; ++i) {
+        const int64_t p = slot[t * k + i];
+        FfnTerm term = row_term(st, experts[t * k + i], h, in, false);
+        term.h_up = up_routed + p * h, term.h_gate = gate_routed + p * h;
+        activate(spec, term);
+      }
+      if (Hs) {
+        FfnTerm term = row_term(w.shared, 0, Hs, d, false);
+        term.h_up = up + t * Hs, term.h_gate = gate + t * Hs;
+        activate(spec, term);
+      }
+    }
+    // Down: each slot's expert output into `down` ([n k][in]), added to its row with the
+    // gate in choice order; the shared experts straight into y with their scale.
+    float* down = grown(b.down, size_t(n * k * in));
+    b.products.clear();
+    for (int64_t e = 0; e < E; ++e) {
+      const int64_t first = offset[e], count = offset[e + 1] - first;
+      if (count)
+        b.products.push_back({st.w_down.slice_rows(e * in, in), gate_routed + first * h, h, down + first * in, in, count});
+    }
+    run_batch_products(b.products, call.pool);
+    for (int64_t t = 0; t < n; ++t) {
+      float* acc = latent ? latent_out + t * in : call.y + t * d;
+      for (int64_t i = 0; i < k; ++i) kernels::axpy(gates[t * k + i], down + int64_t(slot[t * k + i]) * in, in, acc);
+      if (!st.b_down.empty())
+        for (int64_t i = 0; i < k; ++i) {
+          const float* bias = st.b_down.data() + experts[t * k + i] * in;
+          for (int64_t c = 0; c < in; ++c) acc[c] += gates[t * k + i] * bias[c];
+        }
+    }
+    if (Hs) {
+      b.products.clear();
+      float* shared_down = grown(b.down, size_t(n * k * in + n * d)) + n * k * in;
+      b.products.push_back({w.shared.w_down, gate, Hs, shared_down, d, n});
+      run_batch_products(b.products, call.pool);
+      for (int64_t t = 0; t < n; ++t) {
+        const float scale = shared_gate ? kernels::sigmoid(shared_logit[t]) : 1.0f;
+        kernels::axpy(scale, shared_down + t * d, d, call.y + t * d);
+        if (!w.shared.b_down.empty())
+          for (int64_t c = 0; c < d; ++c) call.y[t * d + c] += scale * w.shared.b_down[size_t(c)];
+      }
+    }
+  }
+  if (latent) {
+    b.products.clear();
+    b.products.push_back({w.latent_up, latent_out, in, call.y, d, n, 1.0f, true});
+    run_batch_products(b.products, call.pool);
+  }
+}
+
 }  // namespace wren

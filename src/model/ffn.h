@@ -88,4 +88,33 @@ void route(const FfnSpec& spec, const MoeWeights& w, const float* logits, int32_
 // `experts_out` (top_k ids) may be null.
 void moe_ffn(const MoeWeights& w, int d, const FfnCall& call, int32_t* experts_out = nullptr);
 
+// ---- Batches: the FFN of n rows at once (prefill's chunk, batched decode) --------------
+//
+// Every product runs over the whole batch (run_batch_products); a MoE layer groups the
+// rows by the experts they chose, so each chosen expert's weights are read once for all
+// the rows that chose it. The per-row steps (routing, activations, ReLU^2's fired-row down
+// projection) are the single-row ones, so a batch row gets what the row alone gets, up to
+// f32 rounding of the order in which terms are added.
+struct FfnBatchScratch {
+  std::vector<float> gate, up, down, logits, latent_in, latent_out, shared_logit, inputs;
+  std::vector<int32_t> experts, slot, offset;
+  std::vector<float> gates;
+  std::vector<BatchProduct> products;
+};
+
+struct FfnBatchCall {
+  const FfnSpec& spec;
+  const float* x;            // [n][d] the normed inputs
+  float* y;                  // [n][d]: y_t += FFN(x_t)
+  int64_t n;
+  FfnScratch& scratch;       // the single-row scratch, for the per-row steps
+  FfnBatchScratch& batch;
+  kernels::ThreadPool* pool = nullptr;
+  FfnProbe* probe = nullptr;
+};
+
+void dense_ffn_batch(const FfnWeights& w, int d, const FfnBatchCall& call);
+// `experts_out`, when not null: [n][top_k] the ids each row chose.
+void moe_ffn_batch(const MoeWeights& w, int d, const FfnBatchCall& call, int32_t* experts_out = nullptr);
+
 }  // namespace wren

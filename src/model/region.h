@@ -39,4 +39,23 @@ int64_t item_rows(const MatrixView& w);
 // without rows are skipped.
 void run_products(std::span<const Product> products, kernels::ThreadPool* pool);
 
+// One product of a batched region: Y = X W^T for the n rows of a batch (prefill's chunk, or
+// one token of each of several sessions): y[t * ldy + r] = W[r,:] . x[t * ldx :], or with
+// `accumulate` y[t * ldy + r] += alpha W[r,:] . x_t. The weights are read once for all rows.
+struct BatchProduct {
+  MatrixView w;
+  const float* x = nullptr;
+  int64_t ldx = 0;
+  float* y = nullptr;
+  int64_t ldy = 0;
+  int64_t n = 0;
+  float alpha = 1.0f;
+  bool accumulate = false;
+};
+
+// run_products for batches: the items are the same row cuts, each computing its rows for
+// every token of its batch (kernels' matmul_range: tiles of weight rows kept in cache while
+// the tokens meet them). Each distinct (x, n, group) is quantised once, before the items run.
+void run_batch_products(std::span<const BatchProduct> products, kernels::ThreadPool* pool);
+
 }  // namespace wren

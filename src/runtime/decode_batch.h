@@ -1,6 +1,6 @@
-// runtime/: one decode step for several sessions over one Model, the server's step
-// (serve/scheduler.h). Each session runs its own token and writes its own logits; the
-// sessions share nothing but the model, so the result of each is what Session::decode gives.
+// runtime/: batched decode. Several sessions over one Model each take one more token in one
+// forward pass (forward_batch, runtime/session.h): every FFN / MoE product reads its weights
+// once for all of them; each session's sequence mixer runs on its own caches.
 #pragma once
 
 #include <cstdint>
@@ -11,9 +11,9 @@
 namespace wren {
 
 // One decode step for several sessions over one Model: the weights are read once for all.
-// sessions[i] runs tokens[i] and writes logits[i] ([vocab_rows()]). The spans have one length.
-// This version is a plain loop over Session::decode (the weights are read once per session);
-// the batched forward replaces it with the same contract.
+// tokens[i] is session i's next token, logits[i] receives its logits ([vocab_rows()]; null:
+// none wanted). A session may appear once. Throws std::invalid_argument for spans of
+// different lengths, a repeated session or sessions over different models.
 void decode_batch(std::span<Session* const> sessions, std::span<const int32_t> tokens, std::span<float* const> logits);
 
 }  // namespace wren

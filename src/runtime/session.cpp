@@ -21,6 +21,25 @@
 
 namespace wren {
 
+namespace {
+// Tokens per prefill chunk. Each chunk reads the FFN weights once for all its rows; 64 rows
+// of int8 activations (d_model <= 4096: 256 KB) still sit in L2 beside the weight tiles.
+constexpr int64_t kPrefillChunk = 64;
+// The kept scores of the full layers with sparse dependents are per row ([chunk][kv][context]):
+// the chunk is cut so that they stay under this many bytes.
+constexpr int64_t kMaxScoreBytes = int64_t(256) << 20;
+}  // namespace
+
+void BatchScratch::reserve(int64_t rows, const ModelConfig& c) {
+  int k = 1;
+  for (auto& [name, f] : c.ffns) k = std::max(k, f.top_k);
+  const auto grow = [](auto& v, int64_t n) {
+    if (v.size() < size_t(n)) v.resize(size_t(n));
+  };
+  grow(x, rows * c.d_model), grow(y, rows * c.d_model), grow(experts, rows * k);
+  active.reserve(size_t(rows)), state_of.reserve(size_t(rows));
+}
+
 Session::Session(std::shared_ptr<const Model> model, const SessionOptions& options)
     : model_(std::move(model)), pool_(&kernels::ThreadPool::shared(std::max(1, options.threads))), probe_(options.probe),
       lm_head_(options.lm_head) {
@@ -34,6 +53,13 @@ Session::Session(std::shared_ptr<const Model> model, const SessionOptions& optio
   kv_.resize(size_t(L)), mla_.resize(size_t(L)), gdn_.resize(size_t(L)), engram_gate_.resize(size_t(L));
   scores_.resize(size_t(L));
   last_experts_.resize(size_t(L));
+  scores_stride_ = 0;
+  for (int i = 0; i < L; ++i)
+    if (c.mixer(i).kind == MixerKind::sparse_reuse)
+      scores_stride_ = std::max<int64_t>(scores_stride_, int64_t(c.mixer(c.cache_owner(i)).n_kv_heads) * context_);
+  chunk_ = kPrefillChunk;
+  if (scores_stride_ > 0)
+    chunk_ = std::clamp<int64_t>(kMaxScoreBytes / int64_t(sizeof(float)) / (scores_stride_ * L), 1, kPrefillChunk);
   int max_order = 0;
   for (int i = 0; i < L; ++i) {
     const MixerSpec& m = c.mixer(i);
@@ -53,7 +79,7 @@ Session::Session(std::shared_ptr<const Model> model, const SessionOptions& optio
     // A full layer records its per-KV-head scores only for the sparse layers that select by them.
     if (m.kind == MixerKind::sparse_reuse) {
       const int owner = c.cache_owner(i);
-      scores_[size_t(owner)].resize(size_t(c.mixer(owner).n_kv_heads) * size_t(context_));
+      scores_[size_t(owner)].resize(size_t(chunk_) * size_t(scores_stride_));
     }
     if (model_->layers[size_t(i)].engram_hasher) {
       engram_gate_[size_t(i)].init(streams_, d_, c.engram->conv_kernel);
@@ -64,8 +90,15 @@ Session::Session(std::shared_ptr<const Model> model, const SessionOptions& optio
   ngram_.resize(size_t(max_order));
   if (model_->engram) engram_rows_.resize(size_t(model_->engram->tables()));
   const int n_blocks = residual_blocks(c);
-  e_.resize(size_t(d_)), g_.resize(size_t(d_)), partial_.resize(size_t(d_)), x_.resize(size_t(streams_ * d_));
-  blocks_.assign(size_t(n_blocks), std::vector<float>(size_t(d_)));
+  rows_.resize(size_t(chunk_));
+  for (int64_t r = 0; r < chunk_; ++r) {
+    TokenState& t = rows_[size_t(r)];
+    t.slot = int(r);
+    t.e.resize(size_t(d_)), t.g.resize(size_t(d_)), t.partial.resize(size_t(d_)), t.x.resize(size_t(streams_ * d_));
+    t.blocks.assign(size_t(n_blocks), std::vector<float>(size_t(d_)));
+  }
+  r_ = &rows_[0];
+  batch_.reserve(chunk_, c);
   h_.resize(size_t(d_)), xn_.resize(size_t(d_)), out_.resize(size_t(d_)), tmp_.resize(size_t(d_));
   mix_weights_.resize(size_t(n_blocks + 3));
   sources_.x.reserve(size_t(n_blocks + 3));
@@ -95,16 +128,40 @@ double Session::fixed_state_bytes() const {
 
 void Session::prefill(std::span<const int32_t> tokens, float* logits, bool early_exit) {
   if (tokens.empty()) throw std::invalid_argument("prefill: no tokens");
-  for (size_t t = 0; t + 1 < tokens.size(); ++t) forward(tokens[t], early_exit ? nullptr : logits);
-  forward(tokens.back(), logits);
+  if (position() + int64_t(tokens.size()) > context_)
+    throw std::runtime_error("context full: the session holds " + std::to_string(context_) + " tokens, the prompt needs " +
+                             std::to_string(position() + int64_t(tokens.size())));
+  thread_local std::vector<BatchRow> rows;  // grown once to a chunk
+  for (size_t t0 = 0; t0 < tokens.size(); t0 += size_t(chunk_)) {
+    const size_t t1 = std::min(tokens.size(), t0 + size_t(chunk_));
+    rows.clear();
+    for (size_t t = t0; t < t1; ++t) {
+      const bool last = t + 1 == tokens.size();
+      rows.push_back({this, tokens[t], last ? logits : nullptr, last || !early_exit});
+    }
+    forward_batch(rows, batch_);
+  }
 }
 
-void Session::decode(int32_t token, float* logits) { forward(token, logits); }
+void Session::decode(int32_t token, float* logits) {
+  const BatchRow row{this, token, logits, true};
+  forward_batch(std::span(&row, 1), batch_);
+}
+
+int64_t Session::extend(std::span<const int32_t> prompt, float* logits, bool early_exit) {
+  const size_t have = history_.size();
+  if (prompt.size() <= have || !std::equal(history_.begin(), history_.end(), prompt.begin()))
+    throw std::invalid_argument("extend: the session's " + std::to_string(have) +
+                                " tokens of history are not a proper prefix of the " + std::to_string(prompt.size()) +
+                                "-token prompt (start a new session)");
+  prefill(prompt.subspan(have), logits, early_exit);
+  return int64_t(have);
+}
 
 // The last `order` token ids up to this one, oldest first; positions before the start are the pad.
 std::span<const int32_t> Session::ngram_context(int order) {
   for (int k = 0; k < order; ++k) {
-    const int64_t p = position() - order + k;
+    const int64_t p = r_->pos + 1 - order + k;
     ngram_[size_t(k)] = p >= 0 ? history_[size_t(p)] : EngramHasher::kPad;
   }
   return std::span<const int32_t>(ngram_.data(), size_t(order));
@@ -115,17 +172,19 @@ void Session::embed(int32_t token) {
   if (token < 0 || token >= c.rows())
     throw std::out_of_range("token id " + std::to_string(token) + " outside the vocabulary (" + std::to_string(c.rows()) + " rows)");
   if (position() >= context_) throw std::runtime_error("context full: the session holds " + std::to_string(context_) + " tokens");
-  kernels::decode_row(model_->embed, token, e_.data());
+  TokenState& r = *r_;
+  kernels::decode_row(model_->embed, token, r.e.data());
   if (c.embedding_scale != 1.0)
-    for (float& v : e_) v *= float(c.embedding_scale);
+    for (float& v : r.e) v *= float(c.embedding_scale);
+  r.pos = position();
   history_.push_back(token);
   if (model_->engram)
-    engram_lookup(*model_->engram, model_->engram_tables, ngram_context(model_->engram->max_order()), g_.data(), engram_rows_);
-  if (c.residual.kind == ResidualKind::mhc) mhc_init_streams(e_.data(), streams_, d_, x_.data());
-  else std::copy(e_.begin(), e_.end(), x_.begin());
-  finished_blocks_ = 0;
-  partial_empty_ = true;
-  std::fill(partial_.begin(), partial_.end(), 0.0f);
+    engram_lookup(*model_->engram, model_->engram_tables, ngram_context(model_->engram->max_order()), r.g.data(), engram_rows_);
+  if (c.residual.kind == ResidualKind::mhc) mhc_init_streams(r.e.data(), streams_, d_, r.x.data());
+  else std::copy(r.e.begin(), r.e.end(), r.x.begin());
+  r.finished_blocks = 0;
+  r.partial_empty = true;
+  std::fill(r.partial.begin(), r.partial.end(), 0.0f);
 }
 
 // The input a sublayer (or a bridge) reads before its norm: the stream, the mix of the
@@ -136,38 +195,41 @@ const float* Session::sublayer_input(int layer, bool ffn, const MixWeights& mix,
                                      MhcBoundary& boundary) {
   const ModelConfig& c = model_->config;
   const float eps = float(c.norm.eps);
+  TokenState& r = *r_;
   switch (c.residual.kind) {
     case ResidualKind::plain:
-      return x_.data();
+      return r.x.data();
     case ResidualKind::mhc:
-      mhc_coefficients(mhc, streams_, d_, eps, c.residual.sinkhorn_iters, x_.data(), boundary, mhc_scratch_);
-      mhc_read(boundary, streams_, d_, x_.data(), h_.data());
+      mhc_coefficients(mhc, streams_, d_, eps, c.residual.sinkhorn_iters, r.x.data(), boundary, mhc_scratch_);
+      mhc_read(boundary, streams_, d_, r.x.data(), h_.data());
       return h_.data();
     case ResidualKind::attn_residuals:
       break;
   }
-  gather_residual_sources(sublayer_sources(c, layer, ffn, finished_blocks_, partial_empty_));
+  gather_residual_sources(sublayer_sources(c, layer, ffn, r.finished_blocks, r.partial_empty));
   attn_res_mix(mix, sources_, d_, eps, c.norm.unit_offset, mix_weights_.data(), h_.data(), tmp_.data());
   return h_.data();
 }
 
 void Session::gather_residual_sources(const ResidualSourceSet& set) {
-  gather_sources<const float*>(set, e_.data(), g_.data(), [&](int b) { return blocks_[size_t(b)].data(); },
-                               partial_.data(), sources_.x);
+  TokenState& r = *r_;
+  gather_sources<const float*>(set, r.e.data(), r.g.data(), [&](int b) { return r.blocks[size_t(b)].data(); },
+                               r.partial.data(), sources_.x);
 }
 
 void Session::add_output(const float* out, const Vec& post_norm, const MhcBoundary& boundary) {
   const ModelConfig& c = model_->config;
+  TokenState& r = *r_;
   if (!post_norm.empty()) {  // sandwich norm: the output is normalised before it is added
     kernels::rmsnorm(out, post_norm.data(), d_, float(c.norm.eps), c.norm.unit_offset, tmp_.data());
     out = tmp_.data();
   }
   switch (c.residual.kind) {
-    case ResidualKind::plain: kernels::axpy(1.0f, out, d_, x_.data()); break;
-    case ResidualKind::mhc: mhc_write(boundary, streams_, d_, out, x_.data(), mhc_scratch_); break;
+    case ResidualKind::plain: kernels::axpy(1.0f, out, d_, r.x.data()); break;
+    case ResidualKind::mhc: mhc_write(boundary, streams_, d_, out, r.x.data(), mhc_scratch_); break;
     case ResidualKind::attn_residuals:
-      kernels::axpy(1.0f, out, d_, partial_.data());
-      partial_empty_ = false;
+      kernels::axpy(1.0f, out, d_, r.partial.data());
+      r.partial_empty = false;
       break;
   }
 }
@@ -186,7 +248,7 @@ void Session::bridge_kv(int layer) {
 void Session::fill_cache(int i, const float* x) {
   const ModelConfig& c = model_->config;
   const LayerWeights& w = model_->layers[size_t(i)];
-  const int64_t pos = position() - 1;
+  const int64_t pos = r_->pos;
   if (c.mixer(i).kind == MixerKind::mla) mla_append(w.mla, c.mixer(i), c, x, pos, mla_[size_t(i)], mla_scratch_, pool_);
   else append_kv({w.attn, c.mixer(i), c, x, pos, attn_, pool_}, kv_[size_t(i)]);
 }
@@ -195,13 +257,19 @@ void Session::run_mixer(int i, const float* x, float* out) {
   const ModelConfig& c = model_->config;
   const MixerSpec& m = c.mixer(i);
   const LayerWeights& w = model_->layers[size_t(i)];
-  const int64_t pos = position() - 1;
+  const int64_t pos = r_->pos;
   const int owner = c.cache_owner(i);
   const bool own_kv = c.layers[size_t(i)].kv.kind == KvSourceKind::own && c.has_cache(i);
   const bool recurrent = m.kind == MixerKind::gdn || m.kind == MixerKind::gdn2;
   const bool mla = m.kind == MixerKind::mla;
   if (own_kv && !recurrent && !mla) fill_cache(i, x);
-  const GroupScores kept{scores_[size_t(i)].empty() ? nullptr : scores_[size_t(i)].data(), context_};
+  // Kept scores are per row: a later sparse layer of this row reads this row's, while the
+  // layer has already run for the rows after it.
+  const auto scores_of = [&](int layer) {
+    std::vector<float>& v = scores_[size_t(layer)];
+    return GroupScores{v.empty() ? nullptr : v.data() + int64_t(r_->slot) * scores_stride_, context_};
+  };
+  const GroupScores kept = scores_of(i);
   const AttentionStep step{w.attn, m, c, x, pos, attn_, pool_};
   switch (m.kind) {
     case MixerKind::attention:
@@ -211,7 +279,7 @@ void Session::run_mixer(int i, const float* x, float* out) {
       relu2_attention(step, kv_[size_t(owner)], kept, out, probe_ ? &probe_->layers[size_t(i)].attention : nullptr);
       break;
     case MixerKind::sparse_reuse:
-      sparse_attention(step, c.mixer(owner), kv_[size_t(owner)], GroupScores{scores_[size_t(owner)].data(), context_}, out);
+      sparse_attention(step, c.mixer(owner), kv_[size_t(owner)], scores_of(owner), out);
       break;
     case MixerKind::mla:
       if (own_kv)  // this token's cache entry and its attention share their projections' region
@@ -240,50 +308,51 @@ void Session::run_ffn(int i, const float* x, float* out) {
   }
 }
 
-void Session::forward(int32_t token, float* logits) {
+bool Session::mixer_step(int i, bool all_layers, float* ffn_x) {
   const Model& m = *model_;
   const ModelConfig& c = m.config;
   const float eps = float(c.norm.eps);
-  embed(token);
-  for (int i = 0; i < c.n_layers(); ++i) {
-    const LayerWeights& w = m.layers[size_t(i)];
-    if (starts_block(c, i)) {
-      std::copy(partial_.begin(), partial_.end(), blocks_[size_t(finished_blocks_++)].begin());
-      std::fill(partial_.begin(), partial_.end(), 0.0f);
-      partial_empty_ = true;
-    }
-    if (w.engram_hasher)
-      engram_gate_add(w.engram, *w.engram_hasher, ngram_context(w.engram_hasher->max_order()), x_.data(), streams_, d_,
-                      eps, c.norm.unit_offset, engram_gate_[size_t(i)], engram_scratch_, pool_);
-    bridge_kv(i);
-    const float* h = sublayer_input(i, false, w.attn_res, w.attn_mhc, boundary_);
-    kernels::rmsnorm(h, w.attn_norm.data(), d_, eps, c.norm.unit_offset, xn_.data());
-    if (!logits && i >= m.prefill_exit) {  // early exit: only this layer's own cache entry remains
-      if (c.layers[size_t(i)].kv.kind == KvSourceKind::own && c.has_cache(i)) fill_cache(i, xn_.data());
-      return;
-    }
-    run_mixer(i, xn_.data(), out_.data());
-    add_output(out_.data(), w.attn_post_norm, boundary_);
-    h = sublayer_input(i, true, w.ffn_res, w.ffn_mhc, boundary_);
-    kernels::rmsnorm(h, w.ffn_norm.data(), d_, eps, c.norm.unit_offset, xn_.data());
-    run_ffn(i, xn_.data(), out_.data());
-    add_output(out_.data(), w.ffn_post_norm, boundary_);
+  const LayerWeights& w = m.layers[size_t(i)];
+  TokenState& r = *r_;
+  if (starts_block(c, i)) {
+    std::copy(r.partial.begin(), r.partial.end(), r.blocks[size_t(r.finished_blocks++)].begin());
+    std::fill(r.partial.begin(), r.partial.end(), 0.0f);
+    r.partial_empty = true;
   }
-  if (logits) finish(logits);  // a model with no exit layer runs every layer for every token
+  if (w.engram_hasher)
+    engram_gate_add(w.engram, *w.engram_hasher, ngram_context(w.engram_hasher->max_order()), r.x.data(), streams_, d_,
+                    eps, c.norm.unit_offset, engram_gate_[size_t(i)], engram_scratch_, pool_);
+  bridge_kv(i);
+  const float* h = sublayer_input(i, false, w.attn_res, w.attn_mhc, r.boundary);
+  kernels::rmsnorm(h, w.attn_norm.data(), d_, eps, c.norm.unit_offset, xn_.data());
+  if (!all_layers && i >= m.prefill_exit) {  // early exit: only this layer's own cache entry remains
+    if (c.layers[size_t(i)].kv.kind == KvSourceKind::own && c.has_cache(i)) fill_cache(i, xn_.data());
+    return false;
+  }
+  run_mixer(i, xn_.data(), out_.data());
+  add_output(out_.data(), w.attn_post_norm, r.boundary);
+  h = sublayer_input(i, true, w.ffn_res, w.ffn_mhc, r.boundary);
+  kernels::rmsnorm(h, w.ffn_norm.data(), d_, eps, c.norm.unit_offset, ffn_x);
+  return true;
+}
+
+void Session::ffn_step(int i, const float* ffn_out) {
+  add_output(ffn_out, model_->layers[size_t(i)].ffn_post_norm, r_->boundary);
 }
 
 void Session::finish(float* logits) {
   const Model& m = *model_;
   const ModelConfig& c = m.config;
   const float eps = float(c.norm.eps);
-  const float* h = x_.data();
+  TokenState& r = *r_;
+  const float* h = r.x.data();
   if (c.residual.kind == ResidualKind::attn_residuals) {
-    std::copy(partial_.begin(), partial_.end(), blocks_[size_t(finished_blocks_++)].begin());
-    gather_residual_sources(final_sources(c, finished_blocks_));
+    std::copy(r.partial.begin(), r.partial.end(), r.blocks[size_t(r.finished_blocks++)].begin());
+    gather_residual_sources(final_sources(c, r.finished_blocks));
     attn_res_mix(m.final_res, sources_, d_, eps, c.norm.unit_offset, mix_weights_.data(), h_.data(), tmp_.data());
     h = h_.data();
   } else if (c.residual.kind == ResidualKind::mhc) {
-    mhc_readout(c.residual.readout, m.final_mhc, streams_, d_, eps, x_.data(), h_.data(), mhc_scratch_);
+    mhc_readout(c.residual.readout, m.final_mhc, streams_, d_, eps, r.x.data(), h_.data(), mhc_scratch_);
     h = h_.data();
   }
   kernels::rmsnorm(h, m.final_norm.data(), d_, eps, c.norm.unit_offset, xn_.data());
@@ -292,6 +361,86 @@ void Session::finish(float* logits) {
     for (int v = 0; v < c.rows(); ++v)
       if (logits[v] != -INFINITY) logits[v] = float(c.logit_softcap * std::tanh(logits[v] / c.logit_softcap));
   for (int v = c.vocab_size; v < c.rows(); ++v) logits[v] = -INFINITY;
+}
+
+namespace {
+
+// Rejects a batch before any row changes a session: rows over another model, a session with
+// more rows than TokenStates, a token outside the vocabulary, a full context.
+void check_batch(std::span<const BatchRow> rows, const Model& m, std::vector<int32_t>& state_of) {
+  state_of.clear();
+  for (size_t j = 0; j < rows.size(); ++j) {
+    const Session& s = *rows[j].session;
+    if (&s.model() != &m) throw std::invalid_argument("forward_batch: the rows' sessions run different models");
+    int32_t before = 0;
+    for (size_t k = 0; k < j; ++k) before += rows[k].session == rows[j].session;
+    if (before >= s.chunk())
+      throw std::invalid_argument("forward_batch: " + std::to_string(before + 1) + " rows of one session, which holds " +
+                                  std::to_string(s.chunk()));
+    if (rows[j].token < 0 || rows[j].token >= m.config.rows())
+      throw std::out_of_range("token id " + std::to_string(rows[j].token) + " outside the vocabulary (" +
+                              std::to_string(m.config.rows()) + " rows)");
+    if (s.position() + before >= s.context())
+      throw std::runtime_error("context full: the session holds " + std::to_string(s.context()) + " tokens");
+    state_of.push_back(before);
+  }
+}
+
+}  // namespace
+
+void forward_batch(std::span<const BatchRow> rows, BatchScratch& b) {
+  if (rows.empty()) return;
+  const Model& m = rows[0].session->model();
+  const ModelConfig& c = m.config;
+  const int64_t n = int64_t(rows.size()), d = c.d_model;
+  b.reserve(n, c);  // grows once to the largest batch
+  check_batch(rows, m, b.state_of);
+  const auto use = [&](int64_t j) -> Session& {
+    Session& s = *rows[size_t(j)].session;
+    s.use(s.rows_[size_t(b.state_of[size_t(j)])]);
+    return s;
+  };
+  b.active.clear();
+  for (int64_t j = 0; j < n; ++j) {
+    use(j).embed(rows[size_t(j)].token);
+    b.active.push_back(int32_t(j));
+  }
+  float *x = b.x.data(), *y = b.y.data();
+  for (int i = 0; i < c.n_layers() && !b.active.empty(); ++i) {
+    // The mixers row by row; rows that stop here (early exit) leave the batch.
+    size_t live = 0;
+    for (size_t a = 0; a < b.active.size(); ++a) {
+      const int32_t j = b.active[a];
+      if (use(j).mixer_step(i, rows[size_t(j)].all_layers, x + int64_t(live) * d)) b.active[live++] = j;
+    }
+    b.active.resize(live);
+    if (live == 0) break;
+    // The FFN of every live row at once (a single row: the decode path).
+    const int64_t na = int64_t(live);
+    Session& s0 = use(b.active[0]);
+    if (na == 1) {
+      s0.run_ffn(i, x, y);
+    } else {
+      const FfnSpec& f = c.ffn(i);
+      const LayerWeights& w = m.layers[size_t(i)];
+      std::fill(y, y + na * d, 0.0f);
+      FfnProbe* probe = s0.probe_ ? &s0.probe_->layers[size_t(i)].ffn : nullptr;
+      const FfnBatchCall call{f, x, y, na, s0.ffn_, b.ffn, s0.pool_, probe};
+      if (f.kind == FfnKind::dense) {
+        dense_ffn_batch(w.dense, int(d), call);
+      } else {
+        moe_ffn_batch(w.moe, int(d), call, b.experts.data());
+        for (int64_t a = 0; a < na; ++a) {
+          std::vector<int32_t>& last = rows[size_t(b.active[size_t(a)])].session->last_experts_[size_t(i)];
+          last.resize(size_t(f.top_k));
+          std::copy(b.experts.begin() + a * f.top_k, b.experts.begin() + (a + 1) * f.top_k, last.begin());
+        }
+      }
+    }
+    for (int64_t a = 0; a < na; ++a) use(b.active[size_t(a)]).ffn_step(i, y + a * d);
+  }
+  for (int64_t j = 0; j < n; ++j)
+    if (rows[size_t(j)].logits) use(j).finish(rows[size_t(j)].logits);
 }
 
 }  // namespace wren

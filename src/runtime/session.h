@@ -26,6 +26,47 @@
 
 namespace wren {
 
+class Session;
+
+// The residual state of one token on its way through the layers: its position, the stream
+// (or mHC's n streams, or the attention-residual sources e, g, the finished blocks and the
+// partial sum) and the current sublayer's mHC boundary. A Session keeps one per row of the
+// largest batch it runs (prefill's chunk).
+struct TokenState {
+  int64_t pos = 0;
+  int slot = 0;  // which of the session's states: its row of per-row buffers (kept scores)
+  std::vector<float> e, g, partial, x;
+  std::vector<std::vector<float>> blocks;
+  int finished_blocks = 0;
+  bool partial_empty = true;
+  MhcBoundary boundary;
+};
+
+// One row of a batched forward: a token of some session. Rows of one session come in the
+// order of their positions; every session of a batch runs over the same Model.
+struct BatchRow {
+  Session* session = nullptr;
+  int32_t token = 0;
+  float* logits = nullptr;  // null: none wanted (a prompt token before the last)
+  bool all_layers = true;   // false: stop after filling the exit layer's cache (early exit)
+};
+
+// Working memory of a batched forward, grown once to the largest batch.
+struct BatchScratch {
+  std::vector<float> x, y;               // [rows][d]: the batched FFN's inputs and outputs
+  std::vector<int32_t> active, state_of;  // rows still running; each row's TokenState slot
+  std::vector<int32_t> experts;           // [rows][top_k]
+  FfnBatchScratch ffn;
+  void reserve(int64_t rows, const ModelConfig& c);
+};
+
+// Runs the rows through the model layer by layer: per layer, each row's sequence mixer in
+// row order (so a row attends to the rows before it, which are already in the caches),
+// then the FFN of all rows still running as one batched product (the weights read once for
+// all rows). Rows with logits get them. Every row's session must hold TokenStates for its
+// rows (prefill's chunk; one for decode).
+void forward_batch(std::span<const BatchRow> rows, BatchScratch& scratch);
+
 struct SessionOptions {
   int64_t context = 0;  // tokens the caches hold; 0: the config's context_length
   int threads = 1;
@@ -57,6 +98,13 @@ class Session {
   void prefill(std::span<const int32_t> tokens, float* logits, bool early_exit = true);
   // One more token; writes its logits.
   void decode(int32_t token, float* logits);
+  // Prefix reuse: `prompt` is the whole history so far plus new tokens (a chat's next turn).
+  // When the session's history is a proper prefix of it, only the new tokens run (as
+  // prefill); returns how many tokens were reused. Throws std::invalid_argument when the
+  // history is not a proper prefix (a new Session must start over).
+  int64_t extend(std::span<const int32_t> prompt, float* logits, bool early_exit = true);
+  // Tokens per prefill chunk: the rows a batched forward runs at once.
+  int64_t chunk() const { return chunk_; }
 
   // Memory of the sequence-mixer state as allocated: bytes each further token of context adds
   // (full K/V and MLA caches), and bytes that do not grow (window rings, recurrent states).
@@ -75,7 +123,13 @@ class Session {
   std::vector<StateBuffer> state(int64_t position);
 
  private:
-  void forward(int32_t token, float* logits);  // logits == nullptr: a non-final prompt token
+  friend void forward_batch(std::span<const BatchRow> rows, BatchScratch& scratch);
+  // The steps forward_batch runs for one row, on the state `use` selected.
+  void use(TokenState& state) { r_ = &state; }
+  // Layer i up to the FFN's normed input, written to `ffn_x`; false when the row stops here
+  // (early exit: only the layer's own cache entry was filled).
+  bool mixer_step(int layer, bool all_layers, float* ffn_x);
+  void ffn_step(int layer, const float* ffn_out);
   void embed(int32_t token);
   std::span<const int32_t> ngram_context(int order);
   const float* sublayer_input(int layer, bool ffn, const MixWeights& mix, const MhcWeights& mhc, MhcBoundary& boundary);
@@ -95,23 +149,23 @@ class Session {
   std::vector<MlaCache> mla_;               // per MLA layer
   std::vector<GdnState> gdn_;               // per Gated DeltaNet layer
   std::vector<EngramGateState> engram_gate_;  // per layer Nenya's engram is added before
-  std::vector<std::vector<float>> scores_;  // per full layer with sparse dependents: [kv_heads][context]
+  std::vector<std::vector<float>> scores_;  // per full layer with sparse dependents: [chunk][kv_heads][context]
   std::vector<std::vector<int32_t>> last_experts_;
   SparsityProbe* probe_ = nullptr;
   LmHeadMode lm_head_;
   LmHeadScratch lm_scratch_;
   LmHeadRead last_lm_head_;
 
-  // Residual state of the current token.
+  // Residual state: one per row of a chunk; r_ the row being run.
   int d_ = 0;
-  std::vector<float> e_, g_, partial_, x_;  // x_: the plain residual stream, or mHC's n streams [n][d]
   int streams_ = 1;
-  MhcBoundary boundary_;                    // the current sublayer's mHC read / write / mix
+  int64_t chunk_ = 1;
+  std::vector<TokenState> rows_;
+  TokenState* r_ = nullptr;
+  int64_t scores_stride_ = 0;               // floats of one row's kept scores in scores_[layer]
   MhcBoundary bridge_boundary_;             // a bridge's mHC read (its write is never used)
-  std::vector<std::vector<float>> blocks_;  // finished block sums
-  int finished_blocks_ = 0;
-  bool partial_empty_ = true;
   ResidualSources sources_;
+  BatchScratch batch_;                      // this session's own batches (prefill, decode)
 
   // Scratch.
   std::vector<float> h_, xn_, out_, tmp_, mix_weights_;

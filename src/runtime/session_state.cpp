@@ -129,17 +129,9 @@ std::vector<StateBuffer> Session::state(int64_t position) {
       add(layer + "gdn.S", vector_bytes(g.S));
     }
     if (EngramGateState& e = engram_gate_[i]; !e.history.empty()) add(layer + "engram_gate.history", vector_bytes(e.history));
-    if (!scores_[i].empty()) add(layer + "kept_scores", vector_bytes(scores_[i]));
   }
-  // The residual state of the last token (rebuilt by the next embed, kept so a restored
-  // session is the saved one in every buffer, not only in those the next token reads).
-  add("residual.e", vector_bytes(e_));
-  add("residual.g", vector_bytes(g_));
-  add("residual.partial", vector_bytes(partial_));
-  add("residual.x", vector_bytes(x_));
-  for (size_t b = 0; b < blocks_.size(); ++b) add("residual.block" + std::to_string(b), vector_bytes(blocks_[b]));
-  add("residual.finished_blocks", value_bytes(finished_blocks_));
-  add("residual.partial_empty", value_bytes(partial_empty_));
+  // The residual state (TokenState rows) and the full layers' kept scores are rebuilt by every
+  // token's forward from the buffers above, so they are not state.
   return list;
 }
 
