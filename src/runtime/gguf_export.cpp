@@ -81,12 +81,18 @@ Arch choose_arch(const ModelConfig& c, const std::string& dir) {
   if (f.kind == FfnKind::moe) {
     if (m.qk_norm == QkNorm::full) {
       if (f.gates != GateNorm::none) refuse("olmoe does not renormalise the chosen experts' weights");
+      if (int64_t(m.n_heads) * m.head_dim != c.d_model)
+        refuse("llama.cpp's olmoe takes head_dim = d_model / heads, here " + num(m.head_dim) + " x " + num(m.n_heads) +
+               " != " + num(c.d_model));
       return {"olmoe", false, false};
     }
     if (f.gates != GateNorm::normalize) refuse("qwen3moe and llama (Mixtral) renormalise the chosen experts' weights");
     return m.qk_norm == QkNorm::head ? Arch{"qwen3moe", false, false} : Arch{"llama", false, true};
   }
   if (m.qk_norm == QkNorm::full) refuse("full-width QK-norm in a dense model (OLMo 2) is not exported");
+  if (m.qkv_bias && m.qk_norm == QkNorm::none && int64_t(m.n_heads) * m.head_dim != c.d_model)
+    refuse("llama.cpp's qwen2 takes head_dim = d_model / heads, here " + num(m.head_dim) + " x " + num(m.n_heads) +
+           " != " + num(c.d_model));
   if (m.qk_norm == QkNorm::head) return {"qwen3", false, false};
   if (m.qkv_bias) return {"qwen2", false, false};
   return {"llama", false, true};
