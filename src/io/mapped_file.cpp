@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -70,6 +71,15 @@ MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
     path_ = std::move(o.path_);
   }
   return *this;
+}
+
+void MappedFile::release_pages(uint64_t offset, uint64_t n) const {
+  if (!data_ || offset >= size_) return;
+  n = std::min<uint64_t>(n, size_ - offset);
+  const uint64_t page = uint64_t(::sysconf(_SC_PAGESIZE));
+  const uint64_t first = (offset + page - 1) / page * page, last = (offset + n) / page * page;
+  // The mapping is read-only and private: dropping its pages loses nothing.
+  if (last > first) ::madvise(const_cast<uint8_t*>(data_) + first, last - first, MADV_DONTNEED);
 }
 
 void MappedFile::release() noexcept {

@@ -33,6 +33,10 @@ class MappedFile {
   const std::string& path() const { return path_; }
   // Tells the kernel accesses are random (no read-ahead): for tables read a few rows at a time.
   void advise_random() const;
+  // Drops the pages wholly inside [offset, offset + n) from this process (they stay in the
+  // page cache; touching them again reads them back): streaming readers keep their resident
+  // memory bounded however large the file.
+  void release_pages(uint64_t offset, uint64_t n) const;
 
  private:
   void release() noexcept;

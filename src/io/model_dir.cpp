@@ -169,6 +169,11 @@ void write_model_dir(const std::string& dir, const ModelConfig& c, const WeightS
   }
   check_tokenizer_json(tok, c, (target / "tokenizer.json").string());
 
+  for (auto& [name, contents] : options.extra_files)
+    if (name.empty() || name.find('/') != std::string::npos || name == "." || name == ".." || name == "config.json" ||
+        name == "tokenizer.json" || fs::path(name).extension() == ".safetensors")
+      throw IoError(target.string() + ": extra file name \"" + name + "\" is not a plain name the directory may hold");
+
   std::error_code ec;
   if (fs::exists(target, ec)) {
     if (!fs::is_directory(target, ec)) throw IoError(target.string() + ": exists and is not a directory");
@@ -221,6 +226,7 @@ void write_model_dir(const std::string& dir, const ModelConfig& c, const WeightS
     }
     write_file_atomic((t / "config.json").string(), to_json(c).dump(2) + "\n");
     write_file_atomic((t / "tokenizer.json").string(), options.tokenizer_json);
+    for (auto& [name, contents] : options.extra_files) write_file_atomic((t / name).string(), contents);
     fsync_directory(tmp);
     install(t, target, options.overwrite);
   } catch (...) {

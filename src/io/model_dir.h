@@ -76,6 +76,9 @@ struct ModelDirWriteOptions {
   uint64_t shard_bytes = 0;     // split the weights into model-0000i-of-0000n.safetensors of about
                                 // this size; 0: one model.safetensors
   std::map<std::string, std::string> metadata;  // __metadata__ of every safetensors file
+  // Further files of the directory, name -> contents (a converted model's
+  // tokenizer_config.json, generation_config.json): plain names only.
+  std::map<std::string, std::string> extra_files;
 };
 
 // Writes a whole model directory: `weights` is called once per weight-map tensor, in map order.

@@ -7,6 +7,7 @@ namespace CLI { class App; }
 namespace wren::tools {
 
 void register_bench(CLI::App& app);
+void register_convert(CLI::App& app);  // convert, quantize
 void register_explore(CLI::App& app);
 void register_init(CLI::App& app);
 void register_generate(CLI::App& app);
@@ -19,6 +20,7 @@ void register_train(CLI::App& app);  // runs wren-train (the libtorch trainer) b
 
 inline void register_all(CLI::App& app) {
   register_bench(app);
+  register_convert(app);
   register_explore(app);
   register_init(app);
   register_generate(app);

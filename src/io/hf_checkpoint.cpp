@@ -1,0 +1,279 @@
+// A Hugging Face checkpoint folder: its shards, and the transformers tensor names of each
+// mapped family gathered into our weight map (docs/convert.md has the tables).
+#include "io/hf_checkpoint.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+#include <unordered_set>
+
+#include "config/hf_config.h"
+#include "config/weight_slots.h"
+
+namespace wren {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string num(int64_t x) { return std::to_string(x); }
+
+// A shard name from the index: a plain *.safetensors file of the folder, never a path.
+void check_shard_name(const std::string& index, const std::string& tensor, const std::string& file) {
+  const bool plain = !file.empty() && file.find('/') == std::string::npos && file.find('\\') == std::string::npos &&
+                     file != "." && file != ".." && file.size() > 12 &&
+                     file.compare(file.size() - 12, 12, ".safetensors") == 0;
+  if (!plain)
+    throw IoError(index + ": weight_map[\"" + tensor + "\"] = " + Json(file).dump() +
+                  ": expected the name of a .safetensors file in the same folder");
+}
+
+// The shards of the folder: those the index lists (each tensor checked to be where it says),
+// else model.safetensors.
+void open_shards(const fs::path& root, TensorSet& set) {
+  const fs::path index = root / "model.safetensors.index.json";
+  std::error_code ec;
+  if (!fs::exists(index, ec)) {
+    const fs::path single = root / "model.safetensors";
+    if (!fs::exists(single, ec))
+      throw IoError(root.string() + ": no model.safetensors and no model.safetensors.index.json (not a Hugging Face checkpoint folder?)");
+    set.add_file(single.string());
+    return;
+  }
+  const std::string origin = index.string();
+  Json j = parse_json_file(origin);
+  if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
+    throw IoError(origin + ": expected an object with \"weight_map\": {tensor name: shard file}");
+  std::set<std::string> files;
+  for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
+    if (!it.value().is_string())
+      throw IoError(origin + ": weight_map[\"" + it.key() + "\"] = " + json_value_text(it.value()) + ": expected a file name");
+    check_shard_name(origin, it.key(), it.value().get<std::string>());
+    files.insert(it.value().get<std::string>());
+  }
+  if (files.empty()) throw IoError(origin + ": weight_map lists no tensors");
+  for (const std::string& f : files) set.add_file((root / f).string());
+  for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
+    auto [t, file] = set.find(it.key());
+    const std::string want = (root / it.value().get<std::string>()).string();
+    if (!t) throw IoError(origin + ": tensor " + it.key() + " is listed in " + want + " but is in no shard");
+    if (file->path() != want)
+      throw IoError(origin + ": tensor " + it.key() + " is listed in " + want + " but is stored in " + file->path());
+  }
+}
+
+bool is_gemma(const std::string& type) { return type.rfind("gemma", 0) == 0; }
+
+}  // namespace
+
+HfCheckpoint::HfCheckpoint(const std::string& dir) : dir_(dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) throw IoError(dir + ": not a directory");
+  const fs::path root(dir);
+  const std::string config_path = (root / "config.json").string();
+  if (!fs::exists(config_path, ec)) throw IoError(dir + ": no config.json (not a Hugging Face checkpoint folder?)");
+  const Json j = parse_json_file(config_path);
+  config_ = import_hf_config(j, config_path);
+  model_type_ = j["model_type"].get<std::string>();
+  if (model_type_ == "qwen3_next" || model_type_ == "gpt_oss")
+    throw IoError(config_path + ": model_type \"" + model_type_ +
+                  "\": the config maps, but converting its weights is not supported yet (" +
+                  (model_type_ == "gpt_oss" ? "MXFP4 expert blocks stored [E, in, out]" : "fused Gated DeltaNet in_proj_qkvz / in_proj_ba") +
+                  ")");
+  open_shards(root, set_);
+  for (const char* p : {"model.", "model.language_model.", "language_model.model."})
+    if (has(std::string(p) + "embed_tokens.weight")) prefix_ = p;
+  if (prefix_.empty())
+    throw IoError(dir + ": no embedding tensor (looked for model.embed_tokens.weight, model.language_model.embed_tokens.weight, "
+                  "language_model.model.embed_tokens.weight)");
+  head_name_ = has("language_model.lm_head.weight") ? "language_model.lm_head.weight" : "lm_head.weight";
+}
+
+const TensorView& HfCheckpoint::source(const std::string& name, const Shape& expect) const {
+  auto [t, file] = set_.find(name);
+  if (!t) throw IoError(dir_ + ": tensor " + name + " " + shape_text(expect) + " is missing (model_type " + model_type_ + ")");
+  if (t->dtype != Dtype::F32 && t->dtype != Dtype::BF16 && t->dtype != Dtype::F16)
+    throw IoError(file->path() + ": tensor " + name + " has dtype " + to_string(t->dtype) + ", expected F32, BF16 or F16");
+  if (t->shape != expect)
+    throw IoError(file->path() + ": tensor " + name + " has shape " + shape_text(t->shape) + ", expected " +
+                  shape_text(expect) + " from config.json");
+  return *t;
+}
+
+std::vector<ElementRun> HfCheckpoint::whole(const std::string& name, const Shape& expect) const {
+  const TensorView& t = source(name, expect);
+  return {ElementRun{&t, nullptr, &set_.find(name).second->mapping(), 0, uint64_t(t.numel())}};
+}
+
+// Rows [first_row, first_row + count) of `name` seen as a matrix [all but the last
+// dimension, the last] (a vector as a column: one element per row).
+ElementRun HfCheckpoint::rows(const std::string& name, const Shape& expect, int64_t first_row, int64_t count) const {
+  const TensorView& t = source(name, expect);
+  const int64_t width = expect.size() == 1 ? 1 : expect.back(), total = width ? t.numel() / width : 0;
+  if (first_row < 0 || count < 0 || first_row + count > total)
+    throw IoError(dir_ + ": tensor " + name + ": rows [" + num(first_row) + ", " + num(first_row + count) +
+                  ") are outside its " + num(total) + " rows");
+  return ElementRun{&t, nullptr, &set_.find(name).second->mapping(), uint64_t(first_row) * uint64_t(width),
+                    uint64_t(count) * uint64_t(width)};
+}
+
+std::vector<ElementRun> HfCheckpoint::runs(const TensorInfo& t) const {
+  auto [layer, rel] = slots::split_name(t.name);
+  if (layer >= 0) return layer_runs(layer, rel, t);
+  if (t.name == "embed") return whole(prefix_ + "embed_tokens.weight", t.shape);
+  if (t.name == "lm_head") return whole(head_name_, t.shape);
+  if (t.name == "final_norm") return whole(prefix_ + "norm.weight", t.shape);
+  throw IoError(dir_ + ": tensor " + t.name + " has no Hugging Face source for model_type " + model_type_);
+}
+
+std::vector<ElementRun> HfCheckpoint::layer_runs(int layer, const std::string& rel, const TensorInfo& t) const {
+  const std::string p = prefix_ + "layers." + num(layer) + ".";
+  const bool gemma = is_gemma(model_type_);
+  if (rel == "attn_norm") return whole(p + "input_layernorm.weight", t.shape);
+  if (rel == "ffn_norm") return whole(p + (gemma ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight"), t.shape);
+  if (rel == "attn_post_norm") return whole(p + "post_attention_layernorm.weight", t.shape);
+  if (rel == "ffn_post_norm") return whole(p + "post_feedforward_layernorm.weight", t.shape);
+  if (rel.rfind("attn.", 0) == 0) {
+    const MixerSpec& m = config_.mixer(layer);
+    if (m.kind == MixerKind::mla) return mla_runs(p + "self_attn.", rel.substr(5), t, m);
+    return attention_runs(p + "self_attn.", rel.substr(5), t, m);
+  }
+  if (rel.rfind("ffn.", 0) == 0)
+    return ffn_runs(p + (model_type_ == "mixtral" ? "block_sparse_moe." : "mlp."), rel.substr(4), t, config_.ffn(layer));
+  throw IoError(dir_ + ": tensor " + t.name + " has no Hugging Face source for model_type " + model_type_);
+}
+
+// q, k, v split (q_proj, k_proj, v_proj) or fused (qkv_proj: rows q, then k, then v).
+std::vector<ElementRun> HfCheckpoint::attention_runs(const std::string& p, const std::string& rel, const TensorInfo& t,
+                                                     const MixerSpec& m) const {
+  const int64_t q = int64_t(m.n_heads) * m.head_dim, kv = int64_t(m.n_kv_heads) * m.head_dim, d = config_.d_model;
+  auto part = [&](const std::string& proj, const std::string& kind, int64_t first) -> std::vector<ElementRun> {
+    if (has(p + proj + "_proj." + kind) || !has(p + "qkv_proj." + kind)) return whole(p + proj + "_proj." + kind, t.shape);
+    const Shape fused = kind == "weight" ? Shape{q + 2 * kv, d} : Shape{q + 2 * kv};
+    return {rows(p + "qkv_proj." + kind, fused, first, t.shape[0])};
+  };
+  if (rel == "wq") return part("q", "weight", 0);
+  if (rel == "wk") return part("k", "weight", q);
+  if (rel == "wv") return part("v", "weight", q + kv);
+  if (rel == "bq") return part("q", "bias", 0);
+  if (rel == "bk") return part("k", "bias", q);
+  if (rel == "bv") return part("v", "bias", q + kv);
+  if (rel == "wo") return whole(p + "o_proj.weight", t.shape);
+  if (rel == "bo") return whole(p + "o_proj.bias", t.shape);
+  if (rel == "q_norm") return whole(p + "q_norm.weight", t.shape);
+  if (rel == "k_norm") return whole(p + "k_norm.weight", t.shape);
+  throw IoError(dir_ + ": tensor attn." + rel + " has no Hugging Face source for model_type " + model_type_);
+}
+
+// DeepSeek rotates interleaved pairs (2j, 2j+1) of the rope part (transformers de-interleaves
+// q_pe and k_pe before rotate_half); we rotate halves (j, j + r/2) of the rows as stored. So
+// the rope rows are stored de-interleaved: new row j <- old 2j, new row r/2 + j <- old 2j + 1
+// (q.k is unchanged: both sides are permuted alike). kv_b_proj holds, per head, the nope key
+// rows then the value rows; we keep them as two matrices so that decode can absorb them.
+std::vector<ElementRun> HfCheckpoint::mla_runs(const std::string& p, const std::string& rel, const TensorInfo& t,
+                                               const MixerSpec& m) const {
+  const int64_t h = m.n_heads, nope = m.qk_nope_dim, rope = m.qk_rope_dim, dqk = nope + rope, v = m.v_head_dim;
+  const int64_t lora = m.kv_lora_rank;
+  auto rope_rows = [&](std::vector<ElementRun>& out, const std::string& name, const Shape& shape, int64_t first) {
+    for (int64_t j = 0; j < rope; ++j) {
+      const int64_t src = m.rope ? (j < rope / 2 ? 2 * j : 2 * (j - rope / 2) + 1) : j;
+      out.push_back(rows(name, shape, first + src, 1));
+    }
+  };
+  auto per_head_query = [&](const std::string& name, int64_t in) {
+    const Shape shape{h * dqk, in};
+    std::vector<ElementRun> out;
+    for (int64_t hd = 0; hd < h; ++hd) {
+      if (nope) out.push_back(rows(name, shape, hd * dqk, nope));
+      rope_rows(out, name, shape, hd * dqk + nope);
+    }
+    return out;
+  };
+  if (rel == "wq") return per_head_query(p + "q_proj.weight", config_.d_model);
+  if (rel == "wq_a") return whole(p + "q_a_proj.weight", t.shape);
+  if (rel == "q_a_norm") return whole(p + "q_a_layernorm.weight", t.shape);
+  if (rel == "wq_b") return per_head_query(p + "q_b_proj.weight", m.q_lora_rank);
+  if (rel == "wkv_a") {
+    const std::string name = p + "kv_a_proj_with_mqa.weight";
+    std::vector<ElementRun> out{rows(name, t.shape, 0, lora)};
+    rope_rows(out, name, t.shape, lora);
+    return out;
+  }
+  if (rel == "kv_a_norm") return whole(p + "kv_a_layernorm.weight", t.shape);
+  if (rel == "wk_b" || rel == "wv_b") {
+    const Shape shape{h * (nope + v), lora};
+    std::vector<ElementRun> out;
+    for (int64_t hd = 0; hd < h; ++hd)
+      out.push_back(rel == "wk_b" ? rows(p + "kv_b_proj.weight", shape, hd * (nope + v), nope)
+                                  : rows(p + "kv_b_proj.weight", shape, hd * (nope + v) + nope, v));
+    return out;
+  }
+  if (rel == "wo") return whole(p + "o_proj.weight", t.shape);
+  throw IoError(dir_ + ": tensor attn." + rel + " has no Hugging Face source for model_type " + model_type_);
+}
+
+// Dense MLPs (gate_proj/up_proj split or gate_up_proj fused, gate rows first), the router,
+// experts one tensor per expert (Mixtral's w1/w3/w2 too) or stacked ([E, 2h, x] gate_up_proj
+// and [E, x, h] down_proj), and shared experts.
+std::vector<ElementRun> HfCheckpoint::ffn_runs(const std::string& p, const std::string& rel, const TensorInfo& t,
+                                               const FfnSpec& f) const {
+  const bool mixtral = model_type_ == "mixtral";
+  auto mlp = [&](const std::string& q, const std::string& w, const Shape& shape) -> std::vector<ElementRun> {
+    const int64_t hidden = w == "w_down" ? shape[1] : shape[0], in = w == "w_down" ? shape[0] : shape[1];
+    if (w == "w_down") return whole(q + "down_proj.weight", shape);
+    const std::string split = q + (w == "w_gate" ? "gate_proj.weight" : "up_proj.weight");
+    if (has(split) || !has(q + "gate_up_proj.weight")) return whole(split, shape);
+    return {rows(q + "gate_up_proj.weight", {2 * hidden, in}, w == "w_gate" ? 0 : hidden, hidden)};
+  };
+  auto bias = [&](const std::string& q, const std::string& b) {
+    return whole(q + (b == "b_gate" ? "gate_proj.bias" : b == "b_up" ? "up_proj.bias" : "down_proj.bias"), t.shape);
+  };
+  if (rel == "w_gate" || rel == "w_up" || rel == "w_down") return mlp(p, rel, t.shape);
+  if (rel == "b_gate" || rel == "b_up" || rel == "b_down") return bias(p, rel);
+  if (rel == "router") return whole(p + "gate.weight", t.shape);
+  if (rel == "balance_bias") return whole(p + "gate.e_score_correction_bias", t.shape);
+  if (rel.rfind("shared.", 0) == 0) {
+    const std::string q = p + (has(p + "shared_expert.down_proj.weight") ? "shared_expert." : "shared_experts.");
+    return mlp(q, rel.substr(7), t.shape);
+  }
+  if (rel == "shared_gate") return whole(p + "shared_expert_gate.weight", t.shape);
+  if (rel.rfind("experts.", 0) == 0) {
+    const std::string w = rel.substr(8);
+    const int64_t E = t.shape[0], r = t.shape[1], c = t.shape[2];
+    if (w != "w_gate" && w != "w_up" && w != "w_down")
+      throw IoError(dir_ + ": tensor ffn." + rel + " has no Hugging Face source for model_type " + model_type_);
+    const bool stacked = !has(p + "experts.0." + (mixtral ? "w2.weight" : "down_proj.weight")) &&
+                         has(p + "experts.down_proj");
+    if (stacked) {
+      if (w == "w_down") return whole(p + "experts.down_proj", t.shape);
+      std::vector<ElementRun> out;
+      for (int64_t e = 0; e < E; ++e)
+        out.push_back(rows(p + "experts.gate_up_proj", {E, 2 * r, c}, e * 2 * r + (w == "w_gate" ? 0 : r), r));
+      return out;
+    }
+    std::vector<ElementRun> out;
+    const char* mixtral_name = w == "w_gate" ? "w1.weight" : w == "w_up" ? "w3.weight" : "w2.weight";
+    for (int64_t e = 0; e < E; ++e) {
+      const std::string q = p + "experts." + num(e) + ".";
+      auto one = mixtral ? whole(q + mixtral_name, {r, c}) : mlp(q, w, {r, c});
+      out.insert(out.end(), one.begin(), one.end());
+    }
+    return out;
+  }
+  (void)f;
+  throw IoError(dir_ + ": tensor ffn." + rel + " has no Hugging Face source for model_type " + model_type_);
+}
+
+std::vector<std::string> HfCheckpoint::unused(const WeightMap& map) const {
+  std::unordered_set<const TensorView*> read;
+  for (const TensorInfo& t : map.tensors)
+    for (const ElementRun& r : runs(t)) read.insert(r.tensor);
+  std::vector<std::string> out;
+  for (auto& f : set_.files())
+    for (const TensorView& t : f->tensors())
+      if (!read.count(&t)) out.push_back(t.name);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace wren

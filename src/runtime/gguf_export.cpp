@@ -1,0 +1,281 @@
+// Model directory -> GGUF (gguf_export.h): check that llama.cpp can express the config, pick
+// its architecture, write the metadata, the tokenizer and the tensors row by row.
+#include "runtime/gguf_export.h"
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <set>
+
+#include "config/read_file.h"
+#include "config/weight_slots.h"
+#include "io/gguf.h"
+#include "io/gguf_blocks.h"
+#include "io/model_dir.h"
+#include "runtime/gguf_import.h"
+#include "text/pretokenize.h"
+
+namespace wren {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using kernels::DType;
+
+std::string num(int64_t x) { return std::to_string(x); }
+
+struct Arch {
+  std::string name;
+  bool gemma = false, permute_qk = false;
+};
+
+// What in `c` GGUF cannot say, as a list of mechanisms ("" when everything is expressible).
+std::string unexpressible(const ModelConfig& c, bool gemma) {
+  std::set<std::string> why;
+  if (c.residual.kind == ResidualKind::attn_residuals) why.insert("attention residuals (Embla)");
+  if (c.residual.kind == ResidualKind::mhc) why.insert("mHC hyper-connections");
+  if (c.engram) why.insert("engram tables");
+  if (c.vocab_pad && gemma) why.insert("padded vocabulary rows with tied Gemma embeddings");
+  for (int i = 0; i < c.n_layers(); ++i) {
+    const MixerSpec& m = c.mixer(i);
+    const FfnSpec& f = c.ffn(i);
+    if (m.kind != MixerKind::attention) why.insert(std::string(to_string(m.kind)) + " mixers");
+    if (c.layers[size_t(i)].kv.kind != KvSourceKind::own) why.insert("bridged or reused K/V");
+    if (m.output_gate) why.insert("attention output gates");
+    if (m.sinks) why.insert("attention sinks");
+    if (!gemma && (m.window || m.softcap || m.scale)) why.insert("sliding windows, soft-capping or a custom attention scale outside Gemma");
+    if (m.rope && (m.rope->llama3_factor || m.rope->yarn_factor)) why.insert("Llama-3 or YaRN RoPE scaling");
+    if (m.o_bias && !m.qkv_bias) why.insert("an output bias without q/k/v biases");
+    if (f.activation == Activation::relu2) why.insert("ReLU^2 FFNs");
+    if (f.activation == Activation::swiglu_oai) why.insert("the clamped SwiGLU of gpt-oss");
+    if (f.bias) why.insert("FFN biases");
+    if (f.kind == FfnKind::moe) {
+      if (f.latent_dim) why.insert("latent MoE");
+      if (f.n_shared) why.insert("shared experts");
+      if (f.score != RouterScore::softmax || f.gates == GateNorm::softmax_topk || f.router_bias || f.balance_bias ||
+          f.n_groups > 1 || f.routed_scale != 1.0)
+        why.insert("routing other than softmax top-k");
+    }
+    if (f.kind != c.ffn(0).kind) why.insert("a mix of dense and MoE layers");
+  }
+  if (!gemma && (c.norm.placement != NormPlacement::pre || c.norm.unit_offset || c.embedding_scale != 1.0 || c.logit_softcap))
+    why.insert("sandwich norms, 1 + w gains, embedding scaling or logit soft-capping outside Gemma");
+  std::string out;
+  for (auto& w : why) out += (out.empty() ? "" : ", ") + w;
+  return out;
+}
+
+Arch choose_arch(const ModelConfig& c, const std::string& dir) {
+  const MixerSpec& m = c.mixer(0);
+  const FfnSpec& f = c.ffn(0);
+  const bool gemma = c.norm.placement == NormPlacement::sandwich && c.norm.unit_offset;
+  if (std::string why = unexpressible(c, gemma); !why.empty())
+    throw IoError(dir + ": cannot export to GGUF: " + why + " cannot be expressed in llama.cpp's architectures");
+  auto refuse = [&](const std::string& what) { throw IoError(dir + ": cannot export to GGUF: " + what); };
+  if (gemma) {
+    if (f.kind == FfnKind::moe || f.activation != Activation::geglu) refuse("a Gemma-style model must be dense GeGLU");
+    return {m.qk_norm == QkNorm::head ? "gemma3" : "gemma2", true, false};
+  }
+  if (f.activation != Activation::swiglu) refuse("llama.cpp's llama / Qwen / OLMoE architectures use SwiGLU");
+  if (f.kind == FfnKind::moe) {
+    if (m.qk_norm == QkNorm::full) {
+      if (f.gates != GateNorm::none) refuse("olmoe does not renormalise the chosen experts' weights");
+      if (int64_t(m.n_heads) * m.head_dim != c.d_model)
+        refuse("llama.cpp's olmoe takes head_dim = d_model / heads, here " + num(m.head_dim) + " x " + num(m.n_heads) +
+               " != " + num(c.d_model));
+      return {"olmoe", false, false};
+    }
+    if (f.gates != GateNorm::normalize) refuse("qwen3moe and llama (Mixtral) renormalise the chosen experts' weights");
+    return m.qk_norm == QkNorm::head ? Arch{"qwen3moe", false, false} : Arch{"llama", false, true};
+  }
+  if (m.qk_norm == QkNorm::full) refuse("full-width QK-norm in a dense model (OLMo 2) is not exported");
+  if (m.qkv_bias && m.qk_norm == QkNorm::none && int64_t(m.n_heads) * m.head_dim != c.d_model)
+    refuse("llama.cpp's qwen2 takes head_dim = d_model / heads, here " + num(m.head_dim) + " x " + num(m.n_heads) +
+           " != " + num(c.d_model));
+  if (m.qk_norm == QkNorm::head) return {"qwen3", false, false};
+  if (m.qkv_bias) return {"qwen2", false, false};
+  return {"llama", false, true};
+}
+
+void metadata(GgufWriter& w, const ModelConfig& c, const Arch& arch) {
+  const std::string a = arch.name + ".";
+  const MixerSpec& m = c.mixer(0);
+  const FfnSpec& f = c.ffn(0);
+  w.set_string("general.architecture", arch.name);
+  w.set_string("general.name", c.name);
+  w.set_u32("general.alignment", 32);
+  w.set_u32(a + "context_length", uint32_t(c.context_length));
+  w.set_u32(a + "embedding_length", uint32_t(c.d_model));
+  w.set_u32(a + "block_count", uint32_t(c.n_layers()));
+  w.set_u32(a + "feed_forward_length", uint32_t(f.kind == FfnKind::moe ? f.expert_hidden : f.hidden));
+  w.set_u32(a + "attention.head_count", uint32_t(m.n_heads));
+  w.set_u32(a + "attention.head_count_kv", uint32_t(m.n_kv_heads));
+  w.set_u32(a + "attention.key_length", uint32_t(m.head_dim));
+  w.set_u32(a + "attention.value_length", uint32_t(m.head_dim));
+  w.set_f32(a + "attention.layer_norm_rms_epsilon", float(c.norm.eps));
+  w.set_u32(a + "vocab_size", uint32_t(c.rows()));
+  if (m.rope) {
+    w.set_f32(a + "rope.freq_base", float(m.rope->theta));
+    w.set_u32(a + "rope.dimension_count", uint32_t(m.rope->rotary_dim ? m.rope->rotary_dim : m.head_dim));
+    if (m.rope->linear_factor != 1.0) {
+      w.set_string(a + "rope.scaling.type", "linear");
+      w.set_f32(a + "rope.scaling.factor", float(m.rope->linear_factor));
+    }
+  }
+  if (f.kind == FfnKind::moe) {
+    w.set_u32(a + "expert_count", uint32_t(f.n_experts));
+    w.set_u32(a + "expert_used_count", uint32_t(f.top_k));
+    w.set_u32(a + "expert_feed_forward_length", uint32_t(f.expert_hidden));
+  }
+  if (arch.gemma) {
+    int window = 0;
+    for (int i = 0; i < c.n_layers(); ++i) window = std::max(window, c.mixer(i).window);
+    if (window) w.set_u32(a + "attention.sliding_window", uint32_t(window));
+    if (m.softcap) w.set_f32(a + "attn_logit_softcapping", float(m.softcap));
+    if (c.logit_softcap) w.set_f32(a + "final_logit_softcapping", float(c.logit_softcap));
+  }
+}
+
+// The BOS / EOS token text from tokenizer_config.json ("x" or {"content": "x"}), if any.
+std::optional<std::string> config_token(const Json& j, const char* key) {
+  if (!j.contains(key)) return std::nullopt;
+  const Json& v = j[key];
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
+  return std::nullopt;
+}
+
+// tokenizer.ggml.*: tokens by id (ids the file does not use become unused padding tokens),
+// their types, merges, the pre-tokenizer name, BOS / EOS and the chat template.
+void tokenizer_metadata(GgufWriter& w, const ModelFiles& files) {
+  const std::string path = files.tokenizer_path();
+  const Json tok = parse_json_file(path);
+  const int64_t rows = files.config().rows();
+  GgufValue tokens, types, merges;
+  tokens.type = types.type = merges.type = GgufType::array;
+  tokens.elem = merges.elem = GgufType::string;
+  types.elem = GgufType::i32;
+  tokens.strings.assign(size_t(rows), "");
+  types.ints.assign(size_t(rows), 5);  // unused
+  for (auto it = tok["model"]["vocab"].begin(); it != tok["model"]["vocab"].end(); ++it) {
+    const int64_t id = it.value().get<int64_t>();
+    tokens.strings[size_t(id)] = it.key(), types.ints[size_t(id)] = 1;
+  }
+  if (tok.contains("added_tokens") && tok["added_tokens"].is_array())
+    for (const Json& a : tok["added_tokens"]) {
+      const int64_t id = a.value("id", int64_t(-1));
+      if (id < 0 || id >= rows) throw IoError(path + ": added token id " + num(id) + " is outside the " + num(rows) + " rows");
+      tokens.strings[size_t(id)] = a.value("content", std::string());
+      types.ints[size_t(id)] = a.value("special", false) ? 3 : 4;
+    }
+  for (int64_t id = 0; id < rows; ++id)
+    if (types.ints[size_t(id)] == 5) tokens.strings[size_t(id)] = "[PAD" + num(id) + "]";
+  for (const Json& m : tok["model"]["merges"])
+    merges.strings.push_back(m.is_string() ? m.get<std::string>() : m[0].get<std::string>() + " " + m[1].get<std::string>());
+
+  // The pre-tokenizer regex (a Split inside a Sequence, or ByteLevel's own GPT-2 regex).
+  std::string pre = "gpt-2";
+  const Json& p = tok.contains("pre_tokenizer") ? tok["pre_tokenizer"] : Json();
+  std::vector<Json> steps = p.is_object() && p.value("type", "") == "Sequence" ? p["pretokenizers"].get<std::vector<Json>>()
+                                                                                 : std::vector<Json>{p};
+  for (const Json& s : steps)
+    if (s.is_object() && s.value("type", "") == "Split" && s.contains("pattern") && s["pattern"].contains("Regex")) {
+      auto pattern = text::recognise_split_pattern(s["pattern"]["Regex"].get<std::string>());
+      if (!pattern) throw IoError(path + ": the pre-tokenizer regex has no llama.cpp name");
+      pre = *pattern == text::SplitPattern::cl100k ? "llama-bpe"
+            : *pattern == text::SplitPattern::qwen2 ? "qwen2"
+            : *pattern == text::SplitPattern::o200k ? "gpt-4o" : "gpt-2";
+    }
+  w.set_string("tokenizer.ggml.model", "gpt2");
+  w.set_string("tokenizer.ggml.pre", pre);
+  auto id_of = [&](const std::string& s) -> std::optional<int64_t> {
+    for (int64_t id = 0; id < rows; ++id)
+      if (tokens.strings[size_t(id)] == s) return id;
+    return std::nullopt;
+  };
+  Json config = Json::object();
+  const fs::path cfg = fs::path(files.dir()) / "tokenizer_config.json";
+  if (auto text = try_read_file(cfg.string())) config = Json::parse(*text, nullptr, false);
+  if (config.is_discarded()) throw IoError(cfg.string() + ": invalid JSON");
+  auto bos = config_token(config, "bos_token"), eos = config_token(config, "eos_token");
+  if (!eos) eos = "<|endoftext|>";
+  if (bos)
+    if (auto id = id_of(*bos)) w.set_u32("tokenizer.ggml.bos_token_id", uint32_t(*id));
+  if (auto id = id_of(*eos)) w.set_u32("tokenizer.ggml.eos_token_id", uint32_t(*id));
+  w.set_bool("tokenizer.ggml.add_bos_token", bos.has_value() && config.value("add_bos_token", true));
+  if (config.contains("chat_template") && config["chat_template"].is_string())
+    w.set_string("tokenizer.chat_template", config["chat_template"].get<std::string>());
+  w.set("tokenizer.ggml.tokens", std::move(tokens));
+  w.set("tokenizer.ggml.token_type", std::move(types));
+  w.set("tokenizer.ggml.merges", std::move(merges));
+}
+
+// One weight's rows in GGUF form: rows of q/k permuted for interleaved RoPE, Gemma norms + 1.
+struct TensorPlan {
+  const WeightView* w;
+  GgmlType type;
+  int heads = 0;       // > 0: permute rows per head of rows / heads
+  float add = 0.0f;
+};
+
+GgmlType ggml_storage(const WeightView& w) {
+  if (w.storage == DType::bf16) return GgmlType::BF16;
+  if (w.storage == DType::q8 && w.group == 32) return GgmlType::Q8_0;
+  if (w.storage == DType::q4 && w.group == 32) return GgmlType::Q4_0;
+  return GgmlType::F32;
+}
+
+void stream_rows(const TensorPlan& p, const GgufExportOptions& o, const ByteSink& sink) {
+  const kernels::MatrixView v = matrix_view(*p.w);
+  const int64_t d = p.heads ? v.rows / p.heads : 0;
+  const int64_t row_bytes = v.cols / ggml_block_values(p.type) * ggml_block_bytes(p.type);
+  std::vector<uint8_t> out(static_cast<size_t>(row_bytes));
+  std::vector<float> f(static_cast<size_t>(v.cols));
+  for (int64_t r = 0; r < v.rows; ++r) {
+    if (o.stop && o.stop->load()) throw IoError("tensor " + p.w->name + ": interrupted; nothing was written");
+    int64_t src = r;
+    if (p.heads) {  // GGUF row h d + 2 i + a holds our row h d + a d/2 + i
+      const int64_t h = r / d, k = r % d;
+      src = h * d + (k % 2) * (d / 2) + k / 2;
+    }
+    switch (p.type) {
+      case GgmlType::Q8_0: gguf_blocks::q8_to_q8_0(v.q8_row(src), v.row_scales(src), v.cols, out.data()); break;
+      case GgmlType::Q4_0: gguf_blocks::q4_to_q4_0(v.q4_row(src), v.row_scales(src), v.cols, out.data()); break;
+      case GgmlType::BF16: std::memcpy(out.data(), v.bf16_row(src), size_t(row_bytes)); break;
+      default:
+        kernels::decode_row(v, src, f.data());
+        for (float& x : f) x += p.add;
+        std::memcpy(out.data(), f.data(), size_t(row_bytes));
+    }
+    sink(out.data(), out.size());
+  }
+}
+
+}  // namespace
+
+std::string export_gguf(const std::string& model_dir, const std::string& path, const GgufExportOptions& o) {
+  const ModelFiles files(model_dir);
+  const ModelConfig& c = files.config();
+  const Arch arch = choose_arch(c, model_dir);
+  std::error_code ec;
+  if (fs::exists(path, ec) && !o.overwrite) throw IoError(path + ": exists (pass overwrite to replace it)");
+  GgufWriter w;
+  metadata(w, c, arch);
+  tokenizer_metadata(w, files);
+  for (const TensorInfo& t : files.weight_map().tensors) {
+    const std::string name = gguf_tensor_name(t.name, arch.gemma);
+    if (name.empty()) throw IoError(model_dir + ": tensor " + t.name + " has no GGUF name");
+    TensorPlan p{&files.weight(t.name), GgmlType::F32};
+    p.type = ggml_storage(*p.w);
+    auto [layer, rel] = slots::split_name(t.name);
+    if (arch.permute_qk && (rel == "attn.wq" || rel == "attn.wk"))
+      p.heads = rel == "attn.wq" ? c.mixer(layer).n_heads : c.mixer(layer).n_kv_heads;
+    if (arch.gemma && name.size() > 11 && name.compare(name.size() - 11, 11, "norm.weight") == 0) p.add = 1.0f;
+    w.add_tensor(name, p.type, t.shape, [p, &o](const ByteSink& sink) { stream_rows(p, o, sink); });
+  }
+  w.write(path);
+  return arch.name;
+}
+
+}  // namespace wren

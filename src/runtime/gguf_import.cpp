@@ -1,0 +1,255 @@
+// GGUF -> our model: metadata to an HF-style config.json (mapped by config/hf_config), llama.cpp
+// tensor names to the weight map, tokenizer.ggml.* to a tokenizer.json (gguf_import.h).
+#include "runtime/gguf_import.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "config/hf_config.h"
+#include "config/weight_slots.h"
+#include "text/pretokenize.h"
+
+namespace wren {
+
+namespace {
+
+std::string num(int64_t x) { return std::to_string(x); }
+
+// llama.cpp architecture -> the transformers model_type whose mapping describes it.
+const std::vector<std::pair<std::string, std::string>>& architectures() {
+  static const std::vector<std::pair<std::string, std::string>> list = {
+      {"llama", "llama"}, {"qwen2", "qwen2"}, {"qwen3", "qwen3"}, {"qwen3moe", "qwen3_moe"},
+      {"olmoe", "olmoe"}, {"gemma2", "gemma2"}, {"gemma3", "gemma3_text"},
+  };
+  return list;
+}
+
+const std::map<std::string, std::string>& layer_names() {
+  static const std::map<std::string, std::string> names = {
+      {"attn_norm", "attn_norm.weight"}, {"ffn_norm", "ffn_norm.weight"},
+      {"attn_post_norm", "post_attention_norm.weight"}, {"ffn_post_norm", "post_ffw_norm.weight"},
+      {"attn.wq", "attn_q.weight"}, {"attn.wk", "attn_k.weight"}, {"attn.wv", "attn_v.weight"},
+      {"attn.wo", "attn_output.weight"}, {"attn.bq", "attn_q.bias"}, {"attn.bk", "attn_k.bias"},
+      {"attn.bv", "attn_v.bias"}, {"attn.bo", "attn_output.bias"}, {"attn.q_norm", "attn_q_norm.weight"},
+      {"attn.k_norm", "attn_k_norm.weight"}, {"ffn.w_gate", "ffn_gate.weight"}, {"ffn.w_up", "ffn_up.weight"},
+      {"ffn.w_down", "ffn_down.weight"}, {"ffn.router", "ffn_gate_inp.weight"},
+      {"ffn.experts.w_gate", "ffn_gate_exps.weight"}, {"ffn.experts.w_up", "ffn_up_exps.weight"},
+      {"ffn.experts.w_down", "ffn_down_exps.weight"}, {"ffn.shared.w_gate", "ffn_gate_shexp.weight"},
+      {"ffn.shared.w_up", "ffn_up_shexp.weight"}, {"ffn.shared.w_down", "ffn_down_shexp.weight"},
+      {"ffn.shared_gate", "ffn_gate_inp_shexp.weight"},
+  };
+  return names;
+}
+
+// llama.cpp's tokenizer.ggml.pre names -> the split regex they stand for.
+std::optional<text::SplitPattern> pre_pattern(const std::string& pre) {
+  using text::SplitPattern;
+  static const std::map<std::string, SplitPattern> table = {
+      {"default", SplitPattern::gpt2}, {"gpt-2", SplitPattern::gpt2}, {"gpt2", SplitPattern::gpt2},
+      {"olmo", SplitPattern::gpt2}, {"llama3", SplitPattern::cl100k}, {"llama-bpe", SplitPattern::cl100k},
+      {"llama-v3", SplitPattern::cl100k}, {"dbrx", SplitPattern::cl100k}, {"smaug-bpe", SplitPattern::cl100k},
+      {"qwen2", SplitPattern::qwen2}, {"gpt-4o", SplitPattern::o200k},
+  };
+  auto it = table.find(pre);
+  if (it == table.end()) return std::nullopt;
+  return it->second;
+}
+
+}  // namespace
+
+std::string gguf_tensor_name(const std::string& wren_name, bool gemma) {
+  (void)gemma;
+  auto [layer, rel] = slots::split_name(wren_name);
+  if (layer < 0) {
+    if (rel == "embed") return "token_embd.weight";
+    if (rel == "lm_head") return "output.weight";
+    if (rel == "final_norm") return "output_norm.weight";
+    return "";
+  }
+  auto it = layer_names().find(rel);
+  return it == layer_names().end() ? "" : "blk." + num(layer) + "." + it->second;
+}
+
+GgufModel::GgufModel(const std::string& path) : file_(path) {
+  arch_ = file_.string("general.architecture");
+  auto it = std::find_if(architectures().begin(), architectures().end(), [&](auto& a) { return a.first == arch_; });
+  if (it == architectures().end()) {
+    std::string list;
+    for (auto& a : architectures()) list += (list.empty() ? "" : ", ") + a.first;
+    throw IoError(path + ": general.architecture \"" + arch_ + "\" is not supported; supported: " + list);
+  }
+  const std::string a = arch_ + ".";
+  const GgufTensor* embed = file_.find("token_embd.weight");
+  if (!embed || embed->ne.size() != 2) throw IoError(path + ": no 2-D tensor token_embd.weight (the token embedding)");
+  if (file_.find("rope_freqs.weight"))
+    throw IoError(path + ": tensor rope_freqs.weight (per-frequency RoPE factors, as llama.cpp writes Llama-3 scaling) "
+                  "is not supported yet");
+  hf_ = {{"model_type", it->second},
+         {"hidden_size", file_.integer(a + "embedding_length")},
+         {"num_hidden_layers", file_.integer(a + "block_count")},
+         {"max_position_embeddings", file_.integer(a + "context_length")},
+         {"num_attention_heads", file_.integer(a + "attention.head_count")},
+         {"vocab_size", embed->ne[1]},
+         {"tie_word_embeddings", file_.find("output.weight") == nullptr}};
+  auto copy_int = [&](const std::string& key, const char* hf) {
+    if (auto v = file_.integer_or_none(a + key)) hf_[hf] = *v;
+  };
+  auto copy_num = [&](const std::string& key, const char* hf) {
+    if (auto v = file_.number_or_none(a + key)) hf_[hf] = *v;
+  };
+  copy_int("attention.head_count_kv", "num_key_value_heads");
+  copy_int("attention.key_length", "head_dim");
+  copy_int("feed_forward_length", "intermediate_size");
+  copy_num("attention.layer_norm_rms_epsilon", "rms_norm_eps");
+  copy_num("rope.freq_base", "rope_theta");
+  copy_int("expert_count", "num_experts");
+  copy_int("expert_used_count", "num_experts_per_tok");
+  copy_int("expert_feed_forward_length", "moe_intermediate_size");
+  copy_int("attention.sliding_window", "sliding_window");
+  copy_num("attn_logit_softcapping", "attn_logit_softcapping");
+  copy_num("final_logit_softcapping", "final_logit_softcapping");
+  if (arch_ == "qwen3moe") hf_["norm_topk_prob"] = true;  // llama.cpp renormalises Qwen3-MoE's chosen weights
+  if (arch_ == "olmoe" && !hf_.contains("intermediate_size")) copy_int("expert_feed_forward_length", "intermediate_size");
+  if (arch_ == "gemma3") {
+    hf_["rope_local_base_freq"] = 10000.0;  // llama.cpp's fixed base for the local layers
+    hf_["sliding_window_pattern"] = file_.integer_or_none(a + "attention.sliding_window_pattern").value_or(6);
+  }
+  if (auto type = file_.value(a + "rope.scaling.type")) {
+    if (type->type != GgufType::string) throw IoError(path + ": metadata " + a + "rope.scaling.type: expected a string");
+    if (type->s == "linear") {
+      hf_["rope_scaling"] = {{"rope_type", "linear"}, {"factor", file_.number_or_none(a + "rope.scaling.factor").value_or(1.0)}};
+    } else if (type->s != "none") {
+      throw IoError(path + ": metadata " + a + "rope.scaling.type \"" + type->s + "\": supported are none and linear");
+    }
+  }
+  if (auto dims = file_.integer_or_none(a + "rope.dimension_count")) {
+    const int64_t head = hf_.contains("head_dim") ? hf_["head_dim"].get<int64_t>()
+                                                  : hf_["hidden_size"].get<int64_t>() / std::max<int64_t>(1, hf_["num_attention_heads"].get<int64_t>());
+    if (*dims != head && head > 0) hf_["partial_rotary_factor"] = double(*dims) / double(head);
+  }
+  config_ = import_hf_config(hf_, path);
+}
+
+const GgufTensor& GgufModel::source(const std::string& name, const Shape& expect) const {
+  const GgufTensor* t = file_.find(name);
+  if (!t) throw IoError(file_.path() + ": tensor " + name + " " + shape_text(expect) + " is missing (architecture " + arch_ + ")");
+  if (t->shape() != expect)
+    throw IoError(file_.path() + ": tensor " + name + " has shape " + shape_text(t->shape()) + ", expected " +
+                  shape_text(expect) + " from the metadata");
+  return *t;
+}
+
+ElementRun GgufModel::rows(const GgufTensor& t, int64_t first, int64_t count, float add) const {
+  const uint64_t width = uint64_t(t.row_values());
+  return ElementRun{nullptr, &t, &file_.mapping(), uint64_t(first) * width, uint64_t(count) * width, add};
+}
+
+// Per head of d rows: llama.cpp's row 2i + a becomes our row a d/2 + i.
+std::vector<ElementRun> GgufModel::permuted_rows(const std::string& name, const Shape& expect, int heads) const {
+  const GgufTensor& t = source(name, expect);
+  const int64_t d = expect[0] / heads;
+  std::vector<ElementRun> out;
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t a = 0; a < 2; ++a)
+      for (int64_t i = 0; i < d / 2; ++i) out.push_back(rows(t, h * d + 2 * i + a, 1));
+  return out;
+}
+
+std::string GgufModel::gguf_name(const TensorInfo& t) const {
+  std::string name = gguf_tensor_name(t.name, arch_.rfind("gemma", 0) == 0);
+  if (name.empty()) throw IoError(file_.path() + ": tensor " + t.name + " has no GGUF counterpart for architecture " + arch_);
+  return name;
+}
+
+std::vector<ElementRun> GgufModel::runs(const TensorInfo& t) const {
+  const std::string name = gguf_name(t);
+  auto [layer, rel] = slots::split_name(t.name);
+  if (arch_ == "llama" && (rel == "attn.wq" || rel == "attn.wk")) {
+    const MixerSpec& m = config_.mixer(layer);
+    return permuted_rows(name, t.shape, rel == "attn.wq" ? m.n_heads : m.n_kv_heads);
+  }
+  const GgufTensor& g = source(name, t.shape);
+  const bool gemma_norm = arch_.rfind("gemma", 0) == 0 && name.size() > 11 && name.compare(name.size() - 11, 11, "norm.weight") == 0;
+  return {rows(g, 0, g.rows(), gemma_norm ? -1.0f : 0.0f)};
+}
+
+std::vector<std::string> GgufModel::unused(const WeightMap& map) const {
+  std::unordered_set<const GgufTensor*> read;
+  for (const TensorInfo& t : map.tensors)
+    for (const ElementRun& r : runs(t)) read.insert(r.gguf);
+  std::vector<std::string> out;
+  for (const GgufTensor& t : file_.tensors())
+    if (!read.count(&t)) out.push_back(t.name);
+  return out;
+}
+
+std::string GgufModel::tokenizer_json() const {
+  const std::string kind = file_.string("tokenizer.ggml.model");
+  if (kind != "gpt2")
+    throw IoError(file_.path() + ": tokenizer.ggml.model \"" + kind + "\"" +
+                  (kind == "llama" ? " (SentencePiece)" : "") +
+                  " is not supported; only \"gpt2\" (byte-level BPE) converts to a tokenizer Wren runs");
+  const GgufValue* tokens = file_.value("tokenizer.ggml.tokens");
+  const GgufValue* merges = file_.value("tokenizer.ggml.merges");
+  const GgufValue* types = file_.value("tokenizer.ggml.token_type");
+  if (!tokens || tokens->type != GgufType::array || tokens->elem != GgufType::string)
+    throw IoError(file_.path() + ": metadata tokenizer.ggml.tokens: expected an array of strings");
+  if (!merges || merges->type != GgufType::array || merges->elem != GgufType::string)
+    throw IoError(file_.path() + ": metadata tokenizer.ggml.merges: expected an array of strings");
+  if (types && (types->type != GgufType::array || types->ints.size() != tokens->strings.size()))
+    throw IoError(file_.path() + ": metadata tokenizer.ggml.token_type: expected " + num(int64_t(tokens->strings.size())) +
+                  " integers, one per token");
+  const std::string pre = file_.value("tokenizer.ggml.pre") ? file_.string("tokenizer.ggml.pre") : "default";
+  auto pattern = pre_pattern(pre);
+  if (!pattern)
+    throw IoError(file_.path() + ": tokenizer.ggml.pre \"" + pre + "\" is not a pre-tokenizer Wren knows (known: default, "
+                  "gpt-2, olmo, llama-bpe, llama3, dbrx, smaug-bpe, qwen2, gpt-4o)");
+  // The vocabulary is appended to the object's storage directly: ordered_json's own insert
+  // searches the keys linearly, quadratic over 10^5 tokens; duplicates are found by the set.
+  Json vocab = Json::object(), added = Json::array();
+  auto& entries = static_cast<std::vector<std::pair<const std::string, Json>>&>(vocab.get_ref<Json::object_t&>());
+  std::unordered_set<std::string_view> seen;
+  for (size_t id = 0; id < tokens->strings.size(); ++id) {
+    const std::string& s = tokens->strings[id];
+    if (!seen.insert(s).second)
+      throw IoError(file_.path() + ": tokenizer.ggml.tokens: token " + Json(s).dump() + " appears twice");
+    entries.emplace_back(s, id);
+    const int64_t type = types ? types->ints[id] : 1;
+    if (type == 3 || type == 4)  // control and user-defined tokens are matched before splitting
+      added.push_back({{"id", id}, {"content", s}, {"special", type == 3}, {"single_word", false}, {"lstrip", false},
+                       {"rstrip", false}, {"normalized", false}});
+  }
+  Json j = {{"version", "1.0"}, {"truncation", nullptr}, {"padding", nullptr}, {"added_tokens", added},
+            {"normalizer", nullptr},
+            {"pre_tokenizer",
+             {{"type", "Sequence"},
+              {"pretokenizers",
+               Json::array({{{"type", "Split"}, {"pattern", {{"Regex", text::split_pattern_regex(*pattern)}}},
+                             {"behavior", "Isolated"}, {"invert", false}},
+                            {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", false}}})}}},
+            {"post_processor", nullptr},
+            {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}}},
+            {"model", {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"byte_fallback", false},
+                       {"vocab", vocab}, {"merges", merges->strings}}}};
+  return j.dump();
+}
+
+std::string GgufModel::tokenizer_config_json() const {
+  Json j = Json::object();
+  const GgufValue* tokens = file_.value("tokenizer.ggml.tokens");
+  auto token = [&](const char* key, const char* out) {
+    auto id = file_.integer_or_none(key);
+    if (!id) return;
+    if (!tokens || *id < 0 || size_t(*id) >= tokens->strings.size())
+      throw IoError(file_.path() + ": metadata " + key + " = " + num(*id) + " is not a token id");
+    j[out] = tokens->strings[size_t(*id)];
+  };
+  token("tokenizer.ggml.bos_token_id", "bos_token");
+  token("tokenizer.ggml.eos_token_id", "eos_token");
+  if (const GgufValue* v = file_.value("tokenizer.ggml.add_bos_token"); v && v->type == GgufType::boolean)
+    j["add_bos_token"] = v->i != 0;
+  if (file_.value("tokenizer.chat_template")) j["chat_template"] = file_.string("tokenizer.chat_template");
+  return j.dump(2);
+}
+
+}  // namespace wren

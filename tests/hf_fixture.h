@@ -1,0 +1,455 @@
+// Small Hugging Face checkpoints written in the exact transformers layout of each family
+// (names, shapes, bf16, optionally sharded with an index), and a plain forward pass over
+// those HF tensors with HF's semantics, written here from the transformers modelling code
+// (not from our engine): the oracle the converted model's logits are checked against.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "config/json_reader.h"
+#include "io/output_file.h"
+#include "io/safetensors.h"
+#include "kernels/types.h"
+#include "text/bpe_train.h"
+
+namespace wren::hf_fixture {
+
+struct HfTensor {
+  std::vector<int64_t> shape;
+  std::vector<float> values;  // already rounded to bf16
+};
+
+struct HfModel {
+  Json config;
+  std::map<std::string, HfTensor> tensors;
+  uint32_t seed = 1;
+
+  // A tensor of N(mean, std) values rounded to bf16 (the oracle sees exactly what is stored).
+  void add(const std::string& name, std::vector<int64_t> shape, float std, float mean = 0.0f) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    std::mt19937 rng(seed++);
+    std::normal_distribution<float> dist(mean, std);
+    HfTensor t{std::move(shape), std::vector<float>(size_t(n))};
+    for (float& x : t.values) x = kernels::bf16_to_f32(kernels::f32_to_bf16(dist(rng)));
+    tensors[name] = std::move(t);
+  }
+  void set(const std::string& name, std::vector<int64_t> shape, std::vector<float> values) {
+    tensors[name] = HfTensor{std::move(shape), std::move(values)};
+  }
+  const std::vector<float>& at(const std::string& name) const { return tensors.at(name).values; }
+  bool has(const std::string& name) const { return tensors.count(name) > 0; }
+
+  // config.json, the tensors as BF16 (one file, or `shards` files with an index), tokenizer.json.
+  void write(const std::string& dir, int shards, const std::string& tokenizer_json) const {
+    std::vector<SafetensorsWriter> files(static_cast<size_t>(shards));
+    Json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", Json::object()}};
+    size_t k = 0;
+    for (auto& [name, t] : tensors) {
+      std::vector<uint8_t> bytes(t.values.size() * 2);
+      for (size_t i = 0; i < t.values.size(); ++i) {
+        uint16_t b = kernels::f32_to_bf16(t.values[i]).bits;
+        std::memcpy(bytes.data() + 2 * i, &b, 2);
+      }
+      const size_t s = k++ % size_t(shards);
+      files[s].add(name, Dtype::BF16, t.shape, std::move(bytes));
+      index["weight_map"][name] = shard_name(s, shards);
+    }
+    for (int s = 0; s < shards; ++s) files[size_t(s)].write(dir + "/" + shard_name(static_cast<size_t>(s), shards));
+    if (shards > 1) write_file_atomic(dir + "/model.safetensors.index.json", index.dump(2));
+    write_file_atomic(dir + "/config.json", config.dump(2));
+    write_file_atomic(dir + "/tokenizer.json", tokenizer_json);
+  }
+  static std::string shard_name(size_t s, int shards) {
+    if (shards == 1) return "model.safetensors";
+    char b[64];
+    std::snprintf(b, sizeof b, "model-%05zu-of-%05d.safetensors", s + 1, shards);
+    return b;
+  }
+};
+
+// ---- The oracle: HF's forward pass, plainly ----------------------------------------------
+
+using Vec = std::vector<float>;
+
+inline Vec matvec(const std::vector<float>& w, int64_t rows, int64_t cols, const float* x, int64_t row0 = 0) {
+  Vec y(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    double s = 0;
+    for (int64_t c = 0; c < cols; ++c) s += double(w[size_t((row0 + r) * cols + c)]) * x[c];
+    y[size_t(r)] = float(s);
+  }
+  return y;
+}
+
+// RMSNorm as transformers computes it: x / sqrt(mean x^2 + eps) * (offset + w).
+inline void rmsnorm(float* x, int64_t n, const float* w, double eps, float offset) {
+  double ss = 0;
+  for (int64_t i = 0; i < n; ++i) ss += double(x[i]) * x[i];
+  const double inv = 1.0 / std::sqrt(ss / double(n) + eps);
+  for (int64_t i = 0; i < n; ++i) x[i] = float(x[i] * inv * (offset + w[i]));
+}
+
+// rotate_half (Llama, Qwen, Gemma, OLMoE): pairs (i, i + d/2) rotate by pos * theta^(-2i/d).
+inline void rope_half(float* x, int d, int64_t pos, double theta) {
+  for (int i = 0; i < d / 2; ++i) {
+    const double a = double(pos) * std::pow(theta, -2.0 * i / d), c = std::cos(a), s = std::sin(a);
+    const double x1 = x[i], x2 = x[i + d / 2];
+    x[i] = float(x1 * c - x2 * s), x[i + d / 2] = float(x2 * c + x1 * s);
+  }
+}
+
+// DeepSeek: the interleaved pairs (2i, 2i + 1) rotate (transformers de-interleaves, then
+// rotate_half; the dot products of q and k are those of the interleaved rotation).
+inline void rope_interleaved(float* x, int d, int64_t pos, double theta) {
+  for (int i = 0; i < d / 2; ++i) {
+    const double a = double(pos) * std::pow(theta, -2.0 * i / d), c = std::cos(a), s = std::sin(a);
+    const double x1 = x[2 * i], x2 = x[2 * i + 1];
+    x[2 * i] = float(x1 * c - x2 * s), x[2 * i + 1] = float(x2 * c + x1 * s);
+  }
+}
+
+inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
+inline float gelu_tanh(float x) {
+  return 0.5f * x * (1.0f + std::tanh(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+}
+
+// ---- The families' layouts and the oracle ------------------------------------------------
+
+constexpr int kD = 256, kVocab = 260, kLayers = 2, kHeads = 4, kKvHeads = 2, kHeadDim = 16, kInter = 96;
+
+inline std::string tokenizer_json() { return text::train_bpe({}, {.vocab_size = 257}).dump(); }
+
+// ---- Checkpoints in each family's layout -----------------------------------------------
+
+struct Layout {
+  std::string type;
+  bool moe = false, stacked_experts = false, fused_qkv = false;
+};
+
+inline void add_attention(HfModel& m, const std::string& p, const Layout& l) {
+  const int q = kHeads * kHeadDim, kv = kKvHeads * kHeadDim;
+  const bool bias = l.type == "qwen2";
+  if (l.fused_qkv) {
+    m.add(p + "qkv_proj.weight", {q + 2 * kv, kD}, 0.08f);
+  } else {
+    m.add(p + "q_proj.weight", {q, kD}, 0.08f);
+    m.add(p + "k_proj.weight", {kv, kD}, 0.08f);
+    m.add(p + "v_proj.weight", {kv, kD}, 0.08f);
+  }
+  if (bias) {
+    m.add(p + "q_proj.bias", {q}, 0.05f), m.add(p + "k_proj.bias", {kv}, 0.05f), m.add(p + "v_proj.bias", {kv}, 0.05f);
+  }
+  m.add(p + "o_proj.weight", {kD, q}, 0.08f);
+  const bool gemma = l.type.rfind("gemma", 0) == 0;
+  if (l.type == "qwen3" || l.type == "qwen3_moe" || l.type == "gemma3_text") {
+    m.add(p + "q_norm.weight", {kHeadDim}, 0.1f, gemma ? 0.0f : 1.0f);
+    m.add(p + "k_norm.weight", {kHeadDim}, 0.1f, gemma ? 0.0f : 1.0f);
+  }
+  if (l.type == "olmoe") {
+    m.add(p + "q_norm.weight", {q}, 0.1f, 1.0f);
+    m.add(p + "k_norm.weight", {kv}, 0.1f, 1.0f);
+  }
+}
+
+inline void add_mlp(HfModel& m, const std::string& p, int hidden, const char* g = "gate_proj", const char* u = "up_proj",
+             const char* dn = "down_proj") {
+  m.add(p + g + ".weight", {hidden, kD}, 0.08f);
+  m.add(p + u + ".weight", {hidden, kD}, 0.08f);
+  m.add(p + dn + ".weight", {kD, hidden}, 0.08f);
+}
+
+constexpr int kExperts = 4, kTopK = 2, kExpertHidden = 32;
+
+inline void add_experts(HfModel& m, const std::string& p, const Layout& l) {
+  m.add(p + "gate.weight", {kExperts, kD}, 0.3f);
+  if (l.stacked_experts) {
+    m.add(p + "experts.gate_up_proj", {kExperts, 2 * kExpertHidden, kD}, 0.08f);
+    m.add(p + "experts.down_proj", {kExperts, kD, kExpertHidden}, 0.08f);
+    return;
+  }
+  for (int e = 0; e < kExperts; ++e) {
+    const std::string q = p + "experts." + std::to_string(e) + ".";
+    if (l.type == "mixtral") add_mlp(m, q, kExpertHidden, "w1", "w3", "w2");
+    else add_mlp(m, q, kExpertHidden);
+  }
+}
+
+inline HfModel make_dense_or_moe(const Layout& l) {
+  HfModel m;
+  const bool gemma = l.type.rfind("gemma", 0) == 0;
+  m.config = {{"model_type", l.type}, {"hidden_size", kD}, {"vocab_size", kVocab}, {"max_position_embeddings", 64},
+              {"num_hidden_layers", kLayers}, {"num_attention_heads", kHeads}, {"num_key_value_heads", kKvHeads},
+              {"head_dim", kHeadDim}, {"intermediate_size", l.moe ? kExpertHidden : kInter},
+              {"rms_norm_eps", 1e-5}, {"rope_theta", 500.0}, {"tie_word_embeddings", gemma}};
+  if (l.moe) {
+    m.config["num_experts_per_tok"] = kTopK;
+    m.config[l.type == "mixtral" ? "num_local_experts" : "num_experts"] = kExperts;
+    if (l.type == "qwen3_moe") m.config["moe_intermediate_size"] = kExpertHidden, m.config["norm_topk_prob"] = true;
+  }
+  if (l.type == "gemma2") {
+    m.config["sliding_window"] = 3, m.config["query_pre_attn_scalar"] = 24;
+    m.config["attn_logit_softcapping"] = 5.0, m.config["final_logit_softcapping"] = 3.0;
+  }
+  if (l.type == "gemma3_text") {
+    m.config["sliding_window"] = 3, m.config["sliding_window_pattern"] = 2, m.config["query_pre_attn_scalar"] = 24;
+    m.config["rope_local_base_freq"] = 100.0;
+  }
+  m.add("model.embed_tokens.weight", {kVocab, kD}, gemma ? 0.1f : 1.0f);
+  m.add("model.norm.weight", {kD}, 0.1f, gemma ? 0.0f : 1.0f);
+  if (!gemma) m.add("lm_head.weight", {kVocab, kD}, 0.1f);
+  for (int i = 0; i < kLayers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    const float mean = gemma ? 0.0f : 1.0f;
+    m.add(p + "input_layernorm.weight", {kD}, 0.1f, mean);
+    m.add(p + "post_attention_layernorm.weight", {kD}, 0.1f, mean);
+    if (gemma) {
+      m.add(p + "pre_feedforward_layernorm.weight", {kD}, 0.1f, mean);
+      m.add(p + "post_feedforward_layernorm.weight", {kD}, 0.1f, mean);
+    }
+    add_attention(m, p + "self_attn.", l);
+    if (!l.moe) add_mlp(m, p + "mlp.", kInter);
+    else add_experts(m, p + (l.type == "mixtral" ? "block_sparse_moe." : "mlp."), l);
+  }
+  m.add("model.layers.0.self_attn.rotary_emb.inv_freq", {kHeadDim / 2}, 1.0f);  // an old checkpoint's buffer: left out
+  return m;
+}
+
+// DeepSeek-V2 with a query LoRA, MLA, one dense layer, then routed + shared experts.
+constexpr int kLora = 24, kQLora = 32, kNope = 16, kRope = 8, kV = 16;
+inline HfModel make_deepseek() {
+  HfModel m;
+  m.config = {{"model_type", "deepseek_v2"}, {"hidden_size", kD}, {"vocab_size", kVocab}, {"max_position_embeddings", 64},
+              {"num_hidden_layers", kLayers}, {"num_attention_heads", kHeads}, {"q_lora_rank", kQLora},
+              {"kv_lora_rank", kLora}, {"qk_nope_head_dim", kNope}, {"qk_rope_head_dim", kRope}, {"v_head_dim", kV},
+              {"intermediate_size", kInter}, {"moe_intermediate_size", kExpertHidden}, {"n_routed_experts", kExperts},
+              {"num_experts_per_tok", kTopK}, {"n_shared_experts", 1}, {"first_k_dense_replace", 1},
+              {"rms_norm_eps", 1e-6}, {"rope_theta", 300.0}, {"norm_topk_prob", false}, {"topk_method", "greedy"}};
+  m.add("model.embed_tokens.weight", {kVocab, kD}, 1.0f);
+  m.add("model.norm.weight", {kD}, 0.1f, 1.0f);
+  m.add("lm_head.weight", {kVocab, kD}, 0.1f);
+  for (int i = 0; i < kLayers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".", a = p + "self_attn.";
+    m.add(p + "input_layernorm.weight", {kD}, 0.1f, 1.0f);
+    m.add(p + "post_attention_layernorm.weight", {kD}, 0.1f, 1.0f);
+    m.add(a + "q_a_proj.weight", {kQLora, kD}, 0.1f);
+    m.add(a + "q_a_layernorm.weight", {kQLora}, 0.1f, 1.0f);
+    m.add(a + "q_b_proj.weight", {kHeads * (kNope + kRope), kQLora}, 0.1f);
+    m.add(a + "kv_a_proj_with_mqa.weight", {kLora + kRope, kD}, 0.1f);
+    m.add(a + "kv_a_layernorm.weight", {kLora}, 0.1f, 1.0f);
+    m.add(a + "kv_b_proj.weight", {kHeads * (kNope + kV), kLora}, 0.1f);
+    m.add(a + "o_proj.weight", {kD, kHeads * kV}, 0.08f);
+    if (i == 0) {
+      add_mlp(m, p + "mlp.", kInter);
+    } else {
+      add_experts(m, p + "mlp.", {.type = "deepseek_v2"});
+      add_mlp(m, p + "mlp.shared_experts.", kExpertHidden);
+    }
+  }
+  return m;
+}
+
+// ---- The oracle ----------------------------------------------------------------------------
+
+class HfOracle {
+ public:
+  explicit HfOracle(const HfModel& m) : m_(m), c_(m.config), type_(m.config["model_type"].get<std::string>()) {
+    gemma_ = type_.rfind("gemma", 0) == 0;
+    eps_ = c_.value("rms_norm_eps", 1e-6);
+    keys_.resize(kLayers), values_.resize(kLayers);
+  }
+
+  Vec step(int token) {
+    Vec h(m_.at("model.embed_tokens.weight").begin() + int64_t(token) * kD,
+          m_.at("model.embed_tokens.weight").begin() + int64_t(token + 1) * kD);
+    if (gemma_)
+      for (float& x : h) x *= std::sqrt(float(kD));
+    for (int i = 0; i < kLayers; ++i) layer(i, h);
+    norm(h.data(), kD, "model.norm.weight");
+    const std::string head = m_.has("lm_head.weight") ? "lm_head.weight" : "model.embed_tokens.weight";
+    Vec logits = matvec(m_.at(head), kVocab, kD, h.data());
+    if (c_.contains("final_logit_softcapping")) {
+      const float cap = c_["final_logit_softcapping"].get<float>();
+      for (float& x : logits) x = cap * std::tanh(x / cap);
+    }
+    ++pos_;
+    return logits;
+  }
+
+ private:
+  void norm(float* x, int64_t n, const std::string& w) { rmsnorm(x, n, m_.at(w).data(), eps_, gemma_ ? 1.0f : 0.0f); }
+  Vec proj(const std::string& w, int64_t rows, int64_t cols, const Vec& x) {
+    Vec y = matvec(m_.at(w + ".weight"), rows, cols, x.data());
+    if (m_.has(w + ".bias"))
+      for (int64_t r = 0; r < rows; ++r) y[size_t(r)] += m_.at(w + ".bias")[size_t(r)];
+    return y;
+  }
+
+  void layer(int i, Vec& h) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    Vec x = h;
+    norm(x.data(), kD, p + "input_layernorm.weight");
+    Vec a = type_.rfind("deepseek", 0) == 0 ? mla(i, p + "self_attn.", x) : attention(i, p + "self_attn.", x);
+    if (gemma_) norm(a.data(), kD, p + "post_attention_layernorm.weight");
+    for (int k = 0; k < kD; ++k) h[k] += a[k];
+    x = h;
+    norm(x.data(), kD, p + (gemma_ ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight"));
+    Vec f = ffn(i, p, x);
+    if (gemma_) norm(f.data(), kD, p + "post_feedforward_layernorm.weight");
+    for (int k = 0; k < kD; ++k) h[k] += f[k];
+  }
+
+  // Attention over the cached positions with HF's per-family details.
+  Vec attention(int i, const std::string& p, const Vec& x) {
+    const int q = kHeads * kHeadDim, kv = kKvHeads * kHeadDim;
+    Vec qv, kvec, vv;
+    if (m_.has(p + "qkv_proj.weight")) {
+      const auto& w = m_.at(p + "qkv_proj.weight");
+      qv = matvec(w, q, kD, x.data(), 0), kvec = matvec(w, kv, kD, x.data(), q);
+      vv = matvec(w, kv, kD, x.data(), q + kv);
+    } else {
+      qv = proj(p + "q_proj", q, kD, x), kvec = proj(p + "k_proj", kv, kD, x), vv = proj(p + "v_proj", kv, kD, x);
+    }
+    if (type_ == "olmoe") norm(qv.data(), q, p + "q_norm.weight"), norm(kvec.data(), kv, p + "k_norm.weight");
+    if (m_.has(p + "q_norm.weight") && type_ != "olmoe") {
+      for (int hd = 0; hd < kHeads; ++hd) norm(qv.data() + hd * kHeadDim, kHeadDim, p + "q_norm.weight");
+      for (int hd = 0; hd < kKvHeads; ++hd) norm(kvec.data() + hd * kHeadDim, kHeadDim, p + "k_norm.weight");
+    }
+    const bool sliding = (type_ == "gemma2" && i % 2 == 0) || (type_ == "gemma3_text" && (i + 1) % 2 != 0);
+    const double theta = type_ == "gemma3_text" && sliding ? 100.0 : c_["rope_theta"].get<double>();
+    for (int hd = 0; hd < kHeads; ++hd) rope_half(qv.data() + hd * kHeadDim, kHeadDim, pos_, theta);
+    for (int hd = 0; hd < kKvHeads; ++hd) rope_half(kvec.data() + hd * kHeadDim, kHeadDim, pos_, theta);
+    keys_[i].push_back(kvec), values_[i].push_back(vv);
+    const double scale = 1.0 / std::sqrt(c_.value("query_pre_attn_scalar", double(kHeadDim)));
+    const int window = sliding ? c_["sliding_window"].get<int>() : 1 << 30;
+    Vec o(static_cast<size_t>(q));
+    for (int hd = 0; hd < kHeads; ++hd) {
+      const int g = hd / (kHeads / kKvHeads);
+      std::vector<double> s;
+      for (int64_t j = 0; j <= pos_; ++j) {
+        double dot = 0;
+        for (int e = 0; e < kHeadDim; ++e) dot += double(qv[hd * kHeadDim + e]) * keys_[i][j][g * kHeadDim + e];
+        dot *= scale;
+        if (c_.contains("attn_logit_softcapping")) {
+          const double cap = c_["attn_logit_softcapping"].get<double>();
+          dot = cap * std::tanh(dot / cap);
+        }
+        s.push_back(pos_ - j < window ? dot : -INFINITY);
+      }
+      mix(s, values_[i], g * kHeadDim, kHeadDim, o.data() + hd * kHeadDim);
+    }
+    return proj(p + "o_proj", kD, q, o);
+  }
+
+  // softmax(s) . V (columns [off, off + n) of each cached value).
+  static void mix(std::vector<double>& s, const std::vector<Vec>& v, int off, int n, float* out) {
+    double mx = -INFINITY, sum = 0;
+    for (double x : s) mx = std::max(mx, x);
+    for (double& x : s) sum += (x = std::exp(x - mx));
+    for (int e = 0; e < n; ++e) {
+      double acc = 0;
+      for (size_t j = 0; j < s.size(); ++j) acc += s[j] / sum * v[j][size_t(off + e)];
+      out[e] = float(acc);
+    }
+  }
+
+  // DeepSeek MLA as transformers runs it (no absorption): k = [k_nope, rope(k_pe)], per head.
+  Vec mla(int i, const std::string& p, const Vec& x) {
+    Vec qa = proj(p + "q_a_proj", kQLora, kD, x);
+    norm(qa.data(), kQLora, p + "q_a_layernorm.weight");
+    Vec qv = proj(p + "q_b_proj", kHeads * (kNope + kRope), kQLora, qa);
+    Vec ckv = proj(p + "kv_a_proj_with_mqa", kLora + kRope, kD, x);
+    norm(ckv.data(), kLora, p + "kv_a_layernorm.weight");
+    const double theta = c_["rope_theta"].get<double>();
+    rope_interleaved(ckv.data() + kLora, kRope, pos_, theta);
+    for (int hd = 0; hd < kHeads; ++hd) rope_interleaved(qv.data() + hd * (kNope + kRope) + kNope, kRope, pos_, theta);
+    Vec kv = matvec(m_.at(p + "kv_b_proj.weight"), kHeads * (kNope + kV), kLora, ckv.data());
+    // Cache per head [k_nope, k_pe, v] so that mix() can read v.
+    Vec key(static_cast<size_t>(kHeads * (kNope + kRope))), val(static_cast<size_t>(kHeads * kV));
+    for (int hd = 0; hd < kHeads; ++hd) {
+      for (int e = 0; e < kNope; ++e) key[hd * (kNope + kRope) + e] = kv[hd * (kNope + kV) + e];
+      for (int e = 0; e < kRope; ++e) key[hd * (kNope + kRope) + kNope + e] = ckv[kLora + e];
+      for (int e = 0; e < kV; ++e) val[hd * kV + e] = kv[hd * (kNope + kV) + kNope + e];
+    }
+    keys_[i].push_back(key), values_[i].push_back(val);
+    Vec o(static_cast<size_t>(kHeads * kV));
+    for (int hd = 0; hd < kHeads; ++hd) {
+      std::vector<double> s;
+      for (int64_t j = 0; j <= pos_; ++j) {
+        double dot = 0;
+        for (int e = 0; e < kNope + kRope; ++e) dot += double(qv[hd * (kNope + kRope) + e]) * keys_[i][j][hd * (kNope + kRope) + e];
+        s.push_back(dot / std::sqrt(double(kNope + kRope)));
+      }
+      mix(s, values_[i], hd * kV, kV, o.data() + hd * kV);
+    }
+    return proj(p + "o_proj", kD, kHeads * kV, o);
+  }
+
+  Vec mlp(const std::vector<float>& g, const std::vector<float>& u, const std::vector<float>& dn, int hidden,
+          const Vec& x, int64_t row0 = 0, int64_t up_row0 = 0) {
+    Vec a = matvec(g, hidden, kD, x.data(), row0), b = matvec(u, hidden, kD, x.data(), up_row0);
+    for (int k = 0; k < hidden; ++k) a[k] = (gemma_ ? gelu_tanh(a[k]) : silu(a[k])) * b[k];
+    return matvec(dn, kD, hidden, a.data());
+  }
+  Vec named_mlp(const std::string& q, int hidden, const Vec& x, const char* g = "gate_proj", const char* u = "up_proj",
+                const char* dn = "down_proj") {
+    return mlp(m_.at(q + g + ".weight"), m_.at(q + u + ".weight"), m_.at(q + dn + ".weight"), hidden, x);
+  }
+
+  Vec ffn(int i, const std::string& p, const Vec& x) {
+    const std::string q = p + (type_ == "mixtral" ? "block_sparse_moe." : "mlp.");
+    if (!m_.has(q + "gate.weight")) return named_mlp(q, m_.config.value("intermediate_size", kInter), x);
+    Vec logits = matvec(m_.at(q + "gate.weight"), kExperts, kD, x.data());
+    double mx = -INFINITY, sum = 0;
+    for (float l : logits) mx = std::max<double>(mx, l);
+    std::vector<double> prob(kExperts);
+    for (int e = 0; e < kExperts; ++e) sum += (prob[e] = std::exp(logits[e] - mx));
+    for (double& pr : prob) pr /= sum;
+    std::vector<int> order(kExperts);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return prob[a] > prob[b]; });
+    const bool renorm = type_ == "mixtral" || c_.value("norm_topk_prob", false);
+    double chosen = 0;
+    for (int k = 0; k < kTopK; ++k) chosen += prob[order[k]];
+    Vec y(kD, 0.0f);
+    for (int k = 0; k < kTopK; ++k) {
+      const int e = order[k];
+      Vec out;
+      if (m_.has(q + "experts.down_proj")) {
+        std::vector<float> down(m_.at(q + "experts.down_proj").begin() + int64_t(e) * kD * kExpertHidden,
+                                m_.at(q + "experts.down_proj").begin() + int64_t(e + 1) * kD * kExpertHidden);
+        out = mlp(m_.at(q + "experts.gate_up_proj"), m_.at(q + "experts.gate_up_proj"), down, kExpertHidden, x,
+                  int64_t(e) * 2 * kExpertHidden, int64_t(e) * 2 * kExpertHidden + kExpertHidden);
+      } else if (type_ == "mixtral") {
+        out = named_mlp(q + "experts." + std::to_string(e) + ".", kExpertHidden, x, "w1", "w3", "w2");
+      } else {
+        out = named_mlp(q + "experts." + std::to_string(e) + ".", kExpertHidden, x);
+      }
+      const double w = renorm ? prob[e] / chosen : prob[e];
+      for (int r = 0; r < kD; ++r) y[r] += float(w * out[r]);
+    }
+    if (m_.has(q + "shared_experts.down_proj.weight")) {
+      Vec s = named_mlp(q + "shared_experts.", kExpertHidden, x);
+      for (int r = 0; r < kD; ++r) y[r] += s[r];
+    }
+    (void)i;
+    return y;
+  }
+
+  const HfModel& m_;
+  const Json& c_;
+  std::string type_;
+  bool gemma_ = false;
+  double eps_ = 1e-6;
+  int64_t pos_ = 0;
+  std::vector<std::vector<Vec>> keys_, values_;
+};
+
+}  // namespace wren::hf_fixture

@@ -1,0 +1,72 @@
+// wren convert from Hugging Face folders: for each mapped family a small checkpoint in the
+// exact transformers layout (bf16, sharded with an index), converted to f32 and run by the
+// engine, against the plain HF-semantics forward of hf_fixture.h over the same tensors.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "config/read_file.h"
+#include "hf_fixture.h"
+#include "io/hf_checkpoint.h"
+#include "runtime/convert.h"
+#include "runtime/model_files.h"
+#include "runtime/session.h"
+#include "test_util.h"
+#include "text/bpe_train.h"
+
+namespace wren {
+namespace {
+
+using namespace hf_fixture;
+using testing_util::TempDir;
+
+// ---- The comparison ----------------------------------------------------------------------------
+
+// Converts `m` (written with `shards` files) at f32 and compares the engine's logits with the
+// oracle's at every position of a short sequence.
+void expect_logits_match(const HfModel& m, int shards) {
+  TempDir dir;
+  const std::string src = dir / "hf", dst = dir / "wren";
+  std::filesystem::create_directories(src);
+  m.write(src, shards, tokenizer_json());
+  ConvertOptions o;
+  o.dtype = kernels::DType::f32;
+  const std::vector<std::string> unused = convert_hf_checkpoint(src, dst, o);
+  for (const std::string& u : unused) EXPECT_NE(u.find("rotary_emb"), std::string::npos) << "unread tensor " << u;
+
+  Session s(open_model(dst));
+  HfOracle oracle(m);
+  const std::vector<int32_t> tokens = testing_util::random_tokens(7, kVocab, 3);
+  std::vector<float> logits(static_cast<size_t>(s.vocab_rows()));
+  for (int32_t t : tokens) {
+    s.decode(t, logits.data());
+    const Vec want = oracle.step(t);
+    float scale = 0;
+    for (float v : want) scale = std::max(scale, std::fabs(v));
+    ASSERT_EQ(logits.size(), want.size());
+    EXPECT_LE(testing_util::max_abs_diff(logits, want), 2e-4f * scale + 1e-5f) << "at position " << s.position() - 1;
+  }
+}
+
+TEST(ConvertHf, LlamaShardedMatchesHfForward) { expect_logits_match(make_dense_or_moe({.type = "llama"}), 3); }
+TEST(ConvertHf, LlamaFusedQkvMatchesHfForward) {
+  expect_logits_match(make_dense_or_moe({.type = "llama", .fused_qkv = true}), 1);
+}
+TEST(ConvertHf, MistralMatchesHfForward) { expect_logits_match(make_dense_or_moe({.type = "mistral"}), 2); }
+TEST(ConvertHf, Qwen2BiasesMatchHfForward) { expect_logits_match(make_dense_or_moe({.type = "qwen2"}), 2); }
+TEST(ConvertHf, Qwen3QkNormMatchesHfForward) { expect_logits_match(make_dense_or_moe({.type = "qwen3"}), 2); }
+TEST(ConvertHf, Gemma2MatchesHfForward) { expect_logits_match(make_dense_or_moe({.type = "gemma2"}), 2); }
+TEST(ConvertHf, Gemma3MatchesHfForward) { expect_logits_match(make_dense_or_moe({.type = "gemma3_text"}), 2); }
+TEST(ConvertHf, OlmoeMatchesHfForward) { expect_logits_match(make_dense_or_moe({.type = "olmoe", .moe = true}), 2); }
+TEST(ConvertHf, MixtralMatchesHfForward) { expect_logits_match(make_dense_or_moe({.type = "mixtral", .moe = true}), 2); }
+TEST(ConvertHf, Qwen3MoePerExpertMatchesHfForward) {
+  expect_logits_match(make_dense_or_moe({.type = "qwen3_moe", .moe = true}), 3);
+}
+TEST(ConvertHf, Qwen3MoeStackedExpertsMatchHfForward) {
+  expect_logits_match(make_dense_or_moe({.type = "qwen3_moe", .moe = true, .stacked_experts = true}), 1);
+}
+TEST(ConvertHf, DeepseekV2MlaMatchesHfForward) { expect_logits_match(make_deepseek(), 2); }
+
+}  // namespace
+}  // namespace wren
