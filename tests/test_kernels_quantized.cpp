@@ -60,7 +60,7 @@ TEST(KernelsQuantizeActivation, FollowsItsDefinition) {
   std::mt19937 rng(31);
   QuantizedActivation xq;
   for (int group : {32, 20, 128})
-    for (int64_t n : {int64_t(group), int64_t(group) * 5}) {
+    for (int64_t n : {int64_t(group), int64_t(group) * 5, int64_t(group) * 16}) {
       SCOPED_TRACE("G " + std::to_string(group) + " n " + std::to_string(n));
       auto x = randn(n, rng, 3.0f);
       std::fill(x.begin(), x.begin() + group, 0.0f);  // an all-zero group: s = 0, q = 0
@@ -87,6 +87,14 @@ TEST(KernelsQuantizeActivation, FollowsItsDefinition) {
         EXPECT_EQ(xq.sums[size_t(g)], sum) << "group " << g;
       }
       EXPECT_EQ(xq.scales[0], 0.0f);
+      if (group == 32 && n % 256 == 0) {  // decode order: word k of group l at place 8 k + l
+        for (int64_t c = 0; c < n; ++c) {
+          const int64_t b = c / 256 * 256, word = (c % 256) / 4, k = word / 8, l = word % 8;
+          const int64_t from = b + 32 * l + 4 * k + c % 4;
+          ASSERT_EQ(xq.q_lanes[size_t(c)], xq.q[size_t(from)]) << "col " << c;
+          ASSERT_EQ(xq.q_nibble_lanes[size_t(c)], xq.q_nibble_order[size_t(from)]) << "col " << c;
+        }
+      }
       if (group % 32 == 0) {  // 16 even then 16 odd columns of each 32-column block
         for (int64_t c = 0; c < n; ++c) {
           const int64_t b = c / 32 * 32, j = c % 32;
@@ -164,6 +172,69 @@ TEST(KernelsQuantizedDot, EveryPathMatchesTheExactSum) {
             << "row " << r;
     });
   }
+}
+
+// Packed weights (decode order, pack_for_dot): the x86 paths read only the packed copy, so
+// the stored values they must not read are poisoned (every byte 0x5A, a matrix whose dots
+// differ); every path still matches the exact sum of the true matrix. Shapes: one and
+// several 256-column blocks, row counts off the multi-row blocks; values: random, and the
+// extremes that would overflow an int16 pair sum or a biased byte (q4 nibbles all 15 or all
+// 0, q8 values +-127, x at +-127 in every lane).
+TEST(KernelsPackedDot, EveryPathReadsThePackedCopyAndMatchesTheExactSum) {
+  std::mt19937 rng(37);
+  struct Case {
+    DType type;
+    int64_t rows, cols;
+    int fill;  // -1: random weights; else every value byte set to this (q4: both nibbles)
+    float x;   // 0: random x; else every x = this
+  };
+  std::vector<Case> cases;
+  for (DType t : {DType::q8, DType::q4}) {
+    for (int64_t rows : {1, 5, 13})
+      for (int64_t cols : {256, 768, 2048}) cases.push_back({t, rows, cols, -1, 0.0f});
+    cases.push_back({t, 6, 512, t == DType::q4 ? 0xFF : 127, 3.0f});
+    cases.push_back({t, 6, 512, t == DType::q4 ? 0x00 : -127, 3.0f});
+    cases.push_back({t, 6, 512, t == DType::q4 ? 0xFF : 127, -3.0f});
+  }
+  for (const Case& cs : cases) {
+    SCOPED_TRACE(std::string(to_string(cs.type)) + " " + std::to_string(cs.rows) + "x" + std::to_string(cs.cols) +
+                 " fill " + std::to_string(cs.fill));
+    Matrix m = encode_matrix(randn(cs.rows * cs.cols, rng).data(), cs.rows, cs.cols, cs.type, 32);
+    if (cs.fill != -1) std::fill(m.values.begin(), m.values.end(), uint8_t(cs.fill));
+    const MatrixView v = m.view();
+    ASSERT_TRUE(packable(v));
+    std::vector<uint8_t> packed(m.values.size());
+    pack_for_dot(v, packed.data());
+    const std::vector<uint8_t> poison(m.values.size(), 0x5A);
+    MatrixView poisoned = v;
+    poisoned.data = poison.data();
+    poisoned.packed = packed.data();
+    const auto x = cs.x == 0 ? randn(cs.cols, rng) : std::vector<float>(size_t(cs.cols), cs.x);
+    QuantizedActivation xq;
+    quantize_activation(x.data(), cs.cols, 32, xq);
+    std::vector<double> exact(size_t(cs.rows));
+    for (int64_t r = 0; r < cs.rows; ++r) exact[size_t(r)] = ref::dot_row_quantized(v, r, xq);
+    for_each_int8_path([&] {
+      const std::string path = active_int8_path();
+      const bool reads_packed = path.rfind("avx", 0) == 0;  // the x86 paths; the others read `data`
+      std::vector<float> y(size_t(cs.rows), NAN);
+      MatrixView with_copy = v;
+      with_copy.packed = packed.data();
+      matvec_range(reads_packed ? poisoned : with_copy, x.data(), &xq, y.data(), 0, cs.rows);
+      for (int64_t r = 0; r < cs.rows; ++r)
+        ASSERT_NEAR(y[size_t(r)], exact[size_t(r)], quantized_tolerance(v, r, xq)) << "row " << r;
+      // A slice of rows carries its part of the packed copy.
+      if (cs.rows > 2) {
+        float one = NAN;
+        matvec_range((reads_packed ? poisoned : with_copy).slice_rows(cs.rows - 2, 1), x.data(), &xq, &one, 0, 1);
+        ASSERT_EQ(one, y[size_t(cs.rows - 2)]);
+      }
+    });
+  }
+  const Matrix odd = encode_matrix(randn(4 * 96, rng).data(), 4, 96, DType::q8, 32);
+  EXPECT_FALSE(packable(odd.view()));
+  std::vector<uint8_t> out(odd.values.size());
+  EXPECT_THROW(pack_for_dot(odd.view(), out.data()), KernelError);
 }
 
 // The error that activation quantisation adds to the f32 product: |x_i - s_g q_i| <= s_g / 2,

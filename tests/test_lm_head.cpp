@@ -113,6 +113,27 @@ TEST(LmHead, TopKeepRowsAreTheExactHeadsAndTheRestMinusInfinity) {
     }
 }
 
+// A head with its decode-order copy (kernels::pack_for_dot, as load_model makes): the
+// rescored candidates are gathered from both copies, so their logits stay bit for bit the
+// exact (packed) head's; rescoring from the wrong rows of the copy would change them.
+TEST(LmHead, APackedHeadRescoresItsOwnRows) {
+  Case c = make_case(4099, 256, DType::q8, 6);
+  std::vector<uint8_t> copy(c.head.values.size());
+  kernels::MatrixView head = c.head.view();
+  kernels::pack_for_dot(head, copy.data());
+  head.packed = copy.data();
+  auto pre = make_lm_head_prescore(head);
+  LmHeadScratch s;
+  s.reserve(head);
+  std::vector<float> got(size_t(head.rows));
+  const LmHeadRead read = lm_head_logits(head, pre.get(), {.prescore = true, .keep = 3}, c.x.data(), got.data(), s, nullptr);
+  ASSERT_TRUE(read.prescored);
+  const std::vector<float> z = exact(head, c.x);
+  EXPECT_EQ(top(got, 3), top(z, 3));
+  for (int64_t r = 0; r < head.rows; ++r)
+    if (got[size_t(r)] != -INFINITY) ASSERT_EQ(got[size_t(r)], z[size_t(r)]) << "row " << r;
+}
+
 TEST(LmHead, RowsNotRescoredAreNeverRead) {
   // Poison: NaN scales in every stored row the pre-score did not pick. The pre-score copy is
   // made from the clean head, as at load; the logits must not change.

@@ -27,6 +27,12 @@ inline __m256i dot2_u8s8(__m256i acc, __m256i a1, __m256i b1, __m256i a2, __m256
   const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(a1, b1), _mm256_maddubs_epi16(a2, b2));
   return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
 }
+// Signed weights: a = |w|, b = sign(w) x (the same products). No offset.
+constexpr bool kVnni = false;
+inline __m256i dot_s8s8(__m256i acc, __m256i w, __m256i x) {
+  return dot_u8s8(acc, _mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
+}
+inline __m256i s8s8_offset(__m256i) { return _mm256_setzero_si256(); }
 #include "kernels/quantized_dot_x86_body.h"
 }  // namespace avx2
 #pragma GCC pop_options
@@ -40,6 +46,13 @@ inline __m256i dot_u8s8(__m256i acc, __m256i a, __m256i b) { return _mm256_dpbus
 inline __m256i dot2_u8s8(__m256i acc, __m256i a1, __m256i b1, __m256i a2, __m256i b2) {
   return _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(acc, a1, b1), a2, b2);
 }
+// Signed weights as unsigned bytes: w + 128 = w xor 0x80, so the sum gains 128 sum x,
+// which the group's offset -128 sum x removes exactly.
+constexpr bool kVnni = true;
+inline __m256i dot_s8s8(__m256i acc, __m256i w, __m256i x) {
+  return _mm256_dpbusd_epi32(acc, _mm256_xor_si256(w, _mm256_set1_epi8(char(0x80))), x);
+}
+inline __m256i s8s8_offset(__m256i sums) { return _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sums, 7)); }
 #include "kernels/quantized_dot_x86_body.h"
 }  // namespace avx512vnni
 #pragma GCC pop_options
@@ -52,6 +65,13 @@ inline __m256i dot_u8s8(__m256i acc, __m256i a, __m256i b) { return _mm256_dpbus
 inline __m256i dot2_u8s8(__m256i acc, __m256i a1, __m256i b1, __m256i a2, __m256i b2) {
   return _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(acc, a1, b1), a2, b2);
 }
+// Signed weights as unsigned bytes: w + 128 = w xor 0x80, so the sum gains 128 sum x,
+// which the group's offset -128 sum x removes exactly.
+constexpr bool kVnni = true;
+inline __m256i dot_s8s8(__m256i acc, __m256i w, __m256i x) {
+  return _mm256_dpbusd_avx_epi32(acc, _mm256_xor_si256(w, _mm256_set1_epi8(char(0x80))), x);
+}
+inline __m256i s8s8_offset(__m256i sums) { return _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sums, 7)); }
 #include "kernels/quantized_dot_x86_body.h"
 }  // namespace avxvnni
 #pragma GCC pop_options

@@ -150,12 +150,113 @@ void q4_pairs_block(const MatrixView& w, const QuantizedActivation& xq, int64_t 
   WREN_UNROLL for (int j = 0; j < R; ++j) out[j] = hsum(acc[j]);
 }
 
+// Packed weights (decode order, ops.h pack_for_dot), G = 32 and cols % 256 == 0: register
+// k of a block of 8 groups holds word k of each group, so lane l of an int32 sum belongs to
+// group l, and the R rows' sums are scaled once per block by the 8 products s_w s_x, which
+// lie in the same lane order as the f16 scales of the row. q8: 8 registers per row and
+// block, each one dot_s8s8 (its offset per lane from the groups' sums of q_x).
+template <int R>
+void q8_packed_block(const MatrixView& w, const QuantizedActivation& xq, int64_t r, float* out) {
+  const int64_t blocks = w.cols / 256;
+  const int8_t* x = xq.q_lanes.data();
+  const int8_t* row[R];
+  const F16* sw[R];
+  __m256 acc[R];
+  WREN_UNROLL for (int j = 0; j < R; ++j) {
+    row[j] = static_cast<const int8_t*>(w.packed) + (r + j) * w.cols;
+    sw[j] = w.row_scales(r + j);
+    acc[j] = _mm256_setzero_ps();
+  }
+  for (int64_t b = 0; b < blocks; ++b) {
+    const __m256i offset = s8s8_offset(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq.sums.data() + 8 * b)));
+    __m256i isum[R];
+    WREN_UNROLL for (int j = 0; j < R; ++j) isum[j] = offset;
+    _Pragma("GCC unroll 8") for (int k = 0; k < 8; ++k) {
+      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 256 * b + 32 * k));
+      WREN_UNROLL for (int j = 0; j < R; ++j)
+        isum[j] = dot_s8s8(isum[j], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row[j] + 256 * b + 32 * k)), xv);
+    }
+    const __m256 sx = _mm256_loadu_ps(xq.scales.data() + 8 * b);
+    WREN_UNROLL for (int j = 0; j < R; ++j) {
+      const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sw[j] + 8 * b))), sx);
+      acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j]), d, acc[j]);
+    }
+  }
+  WREN_UNROLL for (int j = 0; j < R; ++j) out[j] = hsum(acc[j]);
+}
+
+// q4: 4 registers (128 bytes) per row and block; register k's low nibbles meet register k of
+// the block's q_nibble_lanes (even columns), its high nibbles register 4 + k (odd columns).
+// VNNI: the high nibbles are taken as 16 v (a mask, no shift) into their own sum, divided by
+// 16 exactly once per block. AVX2: maddubs pairs stay in int16 over the block's 8 products
+// per lane (8 * 2 * 15 * 127 = 30480 < 2^15), then one madd to int32.
+template <int R>
+void q4_packed_block(const MatrixView& w, const QuantizedActivation& xq, int64_t r, float* out) {
+  const int64_t blocks = w.cols / 256;
+  const int8_t* x = xq.q_nibble_lanes.data();
+  const __m256i low = _mm256_set1_epi8(0x0F);
+  const uint8_t* row[R];
+  const F16* sw[R];
+  __m256 acc[R];
+  WREN_UNROLL for (int j = 0; j < R; ++j) {
+    row[j] = static_cast<const uint8_t*>(w.packed) + (r + j) * (w.cols / 2);
+    sw[j] = w.row_scales(r + j);
+    acc[j] = _mm256_setzero_ps();
+  }
+  for (int64_t b = 0; b < blocks; ++b) {
+    const __m256i sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq.sums.data() + 8 * b));
+    const __m256i offset = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sums, 3));  // -8 sum q_x
+    __m256i isum[R];
+    if constexpr (kVnni) {
+      const __m256i high = _mm256_set1_epi8(char(0xF0));
+      __m256i hi16[R];
+      WREN_UNROLL for (int j = 0; j < R; ++j) isum[j] = offset, hi16[j] = _mm256_setzero_si256();
+      _Pragma("GCC unroll 4") for (int k = 0; k < 4; ++k) {
+        const __m256i xe = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 256 * b + 32 * k));
+        const __m256i xo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 256 * b + 128 + 32 * k));
+        WREN_UNROLL for (int j = 0; j < R; ++j) {
+          const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row[j] + 128 * b + 32 * k));
+          isum[j] = dot_u8s8(isum[j], _mm256_and_si256(bytes, low), xe);
+          hi16[j] = dot_u8s8(hi16[j], _mm256_and_si256(bytes, high), xo);
+        }
+      }
+      WREN_UNROLL for (int j = 0; j < R; ++j) isum[j] = _mm256_add_epi32(isum[j], _mm256_srai_epi32(hi16[j], 4));
+    } else {
+      __m256i pairs[R];
+      WREN_UNROLL for (int j = 0; j < R; ++j) pairs[j] = _mm256_setzero_si256();
+      _Pragma("GCC unroll 4") for (int k = 0; k < 4; ++k) {
+        const __m256i xe = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 256 * b + 32 * k));
+        const __m256i xo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 256 * b + 128 + 32 * k));
+        WREN_UNROLL for (int j = 0; j < R; ++j) {
+          const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row[j] + 128 * b + 32 * k));
+          const __m256i lo = _mm256_and_si256(bytes, low);
+          const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low);
+          pairs[j] = _mm256_add_epi16(pairs[j], _mm256_add_epi16(_mm256_maddubs_epi16(lo, xe), _mm256_maddubs_epi16(hi, xo)));
+        }
+      }
+      WREN_UNROLL for (int j = 0; j < R; ++j)
+        isum[j] = _mm256_add_epi32(offset, _mm256_madd_epi16(pairs[j], _mm256_set1_epi16(1)));
+    }
+    const __m256 sx = _mm256_loadu_ps(xq.scales.data() + 8 * b);
+    WREN_UNROLL for (int j = 0; j < R; ++j) {
+      const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sw[j] + 8 * b))), sx);
+      acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j]), d, acc[j]);
+    }
+  }
+  WREN_UNROLL for (int j = 0; j < R; ++j) out[j] = hsum(acc[j]);
+}
+
 // Rows [r0, r1): blocks of kRows, then the rest one at a time. Groups that are not whole
 // 32-column blocks go to the plain path.
 void q8_rows(const MatrixView& w, const QuantizedActivation& xq, int64_t r0, int64_t r1,
              float* out) {
   if (w.group % 32 != 0) return q8_rows_scalar(w, xq, r0, r1, out);
   int64_t r = r0;
+  if (use_packed(w, xq)) {
+    for (; r + kRows <= r1; r += kRows) q8_packed_block<kRows>(w, xq, r, out + (r - r0));
+    for (; r < r1; ++r) q8_packed_block<1>(w, xq, r, out + (r - r0));
+    return;
+  }
   for (; r + kRows <= r1; r += kRows) rows_block<kRows, false>(w, xq, r, out + (r - r0));
   for (; r < r1; ++r) rows_block<1, false>(w, xq, r, out + (r - r0));
 }
@@ -164,6 +265,11 @@ void q4_rows(const MatrixView& w, const QuantizedActivation& xq, int64_t r0, int
              float* out) {
   if (w.group % 32 != 0) return q4_rows_scalar(w, xq, r0, r1, out);
   int64_t r = r0;
+  if (use_packed(w, xq)) {
+    for (; r + kRows <= r1; r += kRows) q4_packed_block<kRows>(w, xq, r, out + (r - r0));
+    for (; r < r1; ++r) q4_packed_block<1>(w, xq, r, out + (r - r0));
+    return;
+  }
   if (w.group == 32 && w.groups() % 8 == 0) {
     for (; r + kRows <= r1; r += kRows) q4_pairs_block<kRows>(w, xq, r, out + (r - r0));
     for (; r < r1; ++r) q4_pairs_block<1>(w, xq, r, out + (r - r0));

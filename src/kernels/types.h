@@ -59,6 +59,9 @@ struct MatrixView {
   const F16* scales = nullptr;   // q8 / q4: [rows][cols / group]
   int64_t rows = 0, cols = 0;
   int group = 0;                 // q8 / q4 only
+  // q8 / q4: the same values again in the decode order of the integer dot paths (ops.h
+  // pack_for_dot), or null. Only those paths read it; everything else reads `data`.
+  const void* packed = nullptr;
 
   // Checked constructors: throw KernelError naming the bad shape or group.
   static MatrixView f32(const float* w, int64_t rows, int64_t cols);

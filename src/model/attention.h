@@ -30,6 +30,7 @@ struct AttentionScratch {
   std::vector<float> q, k, v, o, gate;  // [heads * head_dim]
   std::vector<float> scores;            // [context]
   std::vector<int32_t> selected;        // [context]
+  bool v_skip = true;  // false (--no-vskip): value rows of zero weight are read too, to measure the saving
   void reserve(const ModelConfig& c, int64_t context);
 };
 

@@ -60,16 +60,16 @@ void add_up_products(const FfnSpec& spec, std::span<FfnTerm> terms, FfnScratch& 
 // The hidden activation of a term: ReLU^2's fired neurons and their coefficients
 // (dead_neuron_skip: y += sum over fired r of (scale relu(u_r)^2) W_down[r, :]), or
 // silu(g) * u / gelu(g) * u.
-void activate(const FfnSpec& spec, FfnTerm& t) {
+void activate(const FfnSpec& spec, FfnTerm& t, bool neuron_skip) {
   const int64_t hidden = t.up.rows;
   float* u = t.h_up;
   add_bias(t.b_up, hidden, u);
   if (spec.activation == Activation::relu2) {
     t.fired = 0;
     for (int64_t r = 0; r < hidden; ++r)
-      if (u[r] > 0.0f) {
+      if (u[r] > 0.0f || !neuron_skip) {
         t.neurons[t.fired] = int32_t(r);
-        t.coeffs[t.fired++] = t.scale * u[r] * u[r];
+        t.coeffs[t.fired++] = u[r] > 0.0f ? t.scale * u[r] * u[r] : 0.0f;
       }
     return;
   }
@@ -114,11 +114,22 @@ void gated_down(std::span<const FfnTerm> terms, kernels::ThreadPool* pool) {
     step[g] = std::max(kItemRowAlign, kItemBytes / std::max<int64_t>(1, bytes) / kItemRowAlign * kItemRowAlign);
     first[g + 1] = first[g] + (rows[g] + step[g] - 1) / step[g];
   }
+  // Each term's hidden activation quantised once here for the integer path (q8 / q4), not
+  // once per item; the items read the caller's buffers through the pointer.
+  thread_local std::vector<kernels::QuantizedActivation> activation;
+  if (activation.size() < terms.size()) activation.resize(terms.size());
+  for (size_t i = 0; i < terms.size(); ++i) {
+    const MatrixView& d = terms[i].down;
+    if (d.type == kernels::DType::q8 || d.type == kernels::DType::q4)
+      kernels::quantize_activation(terms[i].h_gate, d.cols, d.group, activation[i]);
+  }
+  const kernels::QuantizedActivation* xq = activation.data();
   kernels::run_items(pool, first[out.n], [&](int64_t item) {
     const int g = int(std::upper_bound(first + 1, first + out.n + 1, item) - (first + 1));
     const int64_t r0 = (item - first[g]) * step[g], r1 = std::min(rows[g], r0 + step[g]);
-    for (const FfnTerm& t : terms)
-      if (t.y == out.y[g]) kernels::matvec_add(t.down.slice_rows(r0, r1 - r0), t.h_gate, t.scale, t.y + r0, nullptr);
+    for (size_t i = 0; i < terms.size(); ++i)
+      if (terms[i].y == out.y[g])
+        kernels::matvec_add_range(terms[i].down, terms[i].h_gate, xq + i, terms[i].scale, terms[i].y, r0, r1);
   });
 }
 
@@ -187,7 +198,7 @@ void ffn_add(const FfnSpec& spec, FfnScratch& s, kernels::ThreadPool* pool) {
   s.products.clear();
   add_up_products(spec, s.terms, s);
   run_products(s.products, pool);
-  for (FfnTerm& t : s.terms) activate(spec, t);
+  for (FfnTerm& t : s.terms) activate(spec, t, s.neuron_skip);
   down_all(spec, s.terms, s, pool);
 }
 
@@ -266,7 +277,7 @@ void moe_ffn(const MoeWeights& w, int d, const FfnCall& call, int32_t* experts_o
   run_products(s.products, call.pool);
   for (FfnTerm& t : shared) {
     if (present(w.shared_gate)) t.scale = kernels::sigmoid(shared_logit);
-    activate(spec, t);
+    activate(spec, t, s.neuron_skip);
   }
 
   int32_t* experts = s.expert_ids.data();
@@ -291,7 +302,7 @@ void moe_ffn(const MoeWeights& w, int d, const FfnCall& call, int32_t* experts_o
   s.products.clear();
   add_up_products(spec, routed, s);
   run_products(s.products, call.pool);
-  for (FfnTerm& t : routed) activate(spec, t);
+  for (FfnTerm& t : routed) activate(spec, t, s.neuron_skip);
 
   // The routed experts first, so they add into y in the order they always did.
   std::rotate(s.terms.begin(), s.terms.begin() + ptrdiff_t(shared.size()), s.terms.end());

@@ -58,6 +58,7 @@ struct FfnScratch {
   std::vector<FfnTerm> terms;       // the current layer's FFNs
   std::vector<Product> products;    // the current region's products
   std::vector<float> partials;      // ReLU^2 down items' partial sums, [item][out]
+  bool neuron_skip = true;  // false (--no-neuron-skip): ReLU^2 down reads every row, fired or not
   void reserve(const ModelConfig& c);
 };
 

@@ -76,6 +76,7 @@ struct LmHeadScratch {
   std::vector<float> prescore, lower;
   std::vector<int32_t> candidates;
   std::vector<uint8_t> gathered;        // candidate rows' values, in the head's storage type
+  std::vector<uint8_t> gathered_packed; // and in decode order, when the head has that copy
   std::vector<kernels::F16> gathered_scales;
   std::vector<float> rescored;
   void reserve(const MatrixView& head);

@@ -51,6 +51,16 @@ std::shared_ptr<const Model> load_model(const ModelConfig& c, std::shared_ptr<co
     }
   }
   if (c.tie_embeddings) m.lm_head = m.embed;
+  // Decode-order copies of every matrix a matvec reads; the embedding and engram tables are
+  // read by row (lookups), so they keep the stored layout only.
+  const auto looked_up = [](const std::string& name) { return name == "embed" || name.ends_with("engram.tables"); };
+  auto packed = std::make_shared<PackedWeights>();
+  for (auto& [name, w] : top.matrices)  // "lm_head" is the embedding's view when tied
+    if (!looked_up(name)) packed->pack(*w);
+  for (Slots& s : per_layer)
+    for (auto& [name, w] : s.matrices)
+      if (!looked_up(name)) packed->pack(*w);
+  m.packed = std::move(packed);
   m.lm_head_prescore = make_lm_head_prescore(m.lm_head);
   m.engram = residual_engram_hasher(c);
   for (int i = 0; i < c.n_layers(); ++i) {

@@ -55,6 +55,7 @@ struct Model {
   std::vector<LayerWeights> layers;
   std::vector<std::vector<int>> bridges_at;  // bridges_at[i]: layers whose K/V is mixed at layer i's attention
   std::shared_ptr<const WeightSource> storage;  // keeps the views' memory alive
+  std::shared_ptr<const PackedWeights> packed;  // the matrices' decode-order copies (model/weights.h)
 };
 
 // Resolves every weight-map tensor of `c` from `source` (which the Model keeps alive).

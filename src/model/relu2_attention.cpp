@@ -35,7 +35,7 @@ void relu2_attention(const AttentionStep& a, const KvCache& cache, GroupScores s
     std::fill(o, o + dh, 0.0f);
     double sum = 0;
     for (int64_t j = 0; j < n; ++j)
-      if (score[j] > 0.0f) {
+      if (score[j] > 0.0f || !s.v_skip) {
         sum += score[j];
         kernels::axpy(score[j], cache.value(j) + kv, dh, o);
       }

@@ -6,6 +6,7 @@
 
 #include "config/init_rule.h"
 #include "config/splitmix.h"
+#include "kernels/ops.h"
 
 namespace wren {
 
@@ -113,6 +114,16 @@ const kernels::Matrix& OwnedWeights::at(const TensorInfo& t) const {
 }
 
 kernels::MatrixView OwnedWeights::matrix(const TensorInfo& t) const { return at(t).view(); }
+
+void PackedWeights::pack(kernels::MatrixView& w) {
+  if (!kernels::packable(w) || w.packed) return;
+  const size_t n = size_t(w.rows * w.row_bytes());
+  auto buffer = std::make_unique_for_overwrite<uint8_t[]>(n);
+  kernels::pack_for_dot(w, buffer.get());
+  w.packed = buffer.get();
+  buffers_.push_back(std::move(buffer));
+  bytes_ += double(n);
+}
 
 std::vector<float> WeightSource::floats(const TensorInfo& t) const {
   const kernels::MatrixView v = matrix(t);

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,21 @@ class OwnedWeights : public WeightSource {
  private:
   const kernels::Matrix& at(const TensorInfo& t) const;
   std::map<std::string, kernels::Matrix> tensors_;
+};
+
+// Decode-order copies (kernels::pack_for_dot) of a model's q8 / q4 matrices, made at load:
+// the integer dot paths read these instead of the file's rows (the bytes are the same, in
+// the order one 256-bit load wants). The files and every other reader keep the stored layout.
+class PackedWeights {
+ public:
+  // Packs w into a buffer of this store and points w.packed at it; leaves a matrix that is
+  // not packable (kernels::packable) as it is.
+  void pack(kernels::MatrixView& w);
+  double bytes() const { return bytes_; }
+
+ private:
+  std::vector<std::unique_ptr<uint8_t[]>> buffers_;
+  double bytes_ = 0;
 };
 
 // Which storage type a tensor gets when a model is made in `matrices` precision (wren init,

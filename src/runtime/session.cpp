@@ -105,6 +105,7 @@ Session::Session(std::shared_ptr<const Model> model, const SessionOptions& optio
   mhc_scratch_.reserve(streams_, d_);
   attn_.reserve(c, context_);
   ffn_.reserve(c);
+  attn_.v_skip = options.v_skip, ffn_.neuron_skip = options.neuron_skip;
   history_.reserve(size_t(context_));
   if (lm_head_.prescore && model_->lm_head_prescore) lm_scratch_.reserve(model_->lm_head);
 }

@@ -74,6 +74,10 @@ struct SessionOptions {
   // for this model's config and outlive the session. Null: the layers only test the pointer.
   SparsityProbe* probe = nullptr;
   LmHeadMode lm_head = {};  // the exact head unless told (model/lm_head.h)
+  // The savings, each switchable off to measure it (wren bench / generate --no-vskip,
+  // --no-neuron-skip): ReLU^2 attention skips value rows of weight 0, ReLU^2 FFNs read only
+  // the down rows of neurons that fired. Off gives the same outputs.
+  bool v_skip = true, neuron_skip = true;
 };
 
 // One named piece of a session's mutable state, as bytes (runtime/session_state.h).

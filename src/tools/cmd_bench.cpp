@@ -24,7 +24,7 @@ struct BenchArgs {
   std::string model, output = "md", lm_head = "prescore";
   BenchOptions o;
   int probe_mib = 1024;
-  bool no_early_exit = false;
+  bool no_early_exit = false, no_vskip = false, no_neuron_skip = false;
   std::vector<int> parallel;  // not empty: the server's decode benchmark (serve/bench_parallel.h) instead
 };
 
@@ -40,7 +40,8 @@ nlohmann::json to_json(const BenchArgs& a, const std::string& name, const ModelS
                       {"n_prompt", r.test.n_prompt}, {"n_gen", r.test.n_gen}, {"n_depth", r.test.n_depth},
                       {"test", r.test.name()}, {"repetitions", a.o.repetitions}, {"avg_ts", r.avg_ts},
                       {"stddev_ts", r.stddev_ts}, {"samples_ts", r.samples_ts}, {"early_exit", a.o.early_exit},
-                      {"lm_head", a.lm_head}};
+                      {"lm_head", a.lm_head}, {"v_skip", a.o.v_skip}, {"neuron_skip", a.o.neuron_skip},
+                      {"int8_path", kernels::active_int8_path()}};
   if (r.test.n_gen > 0) {
     j["bytes_per_token"] = {{"weights", r.bytes.weights}, {"kv", r.bytes.kv}, {"engram_rows", r.bytes.engram},
                             {"lm_head", r.bytes.lm_head}, {"total", r.bytes.total()}};
@@ -71,6 +72,7 @@ void run_parallel(const BenchArgs& a) {
 void run(BenchArgs a) {
   if (!a.parallel.empty()) return run_parallel(a);
   a.o.early_exit = !a.no_early_exit;
+  a.o.v_skip = !a.no_vskip, a.o.neuron_skip = !a.no_neuron_skip;
   a.o.lm_head_prescore = a.lm_head == "prescore";
   a.o.probe_bytes = size_t(a.probe_mib) << 20;
   const std::vector<BenchTest> tests = bench_tests(a.o);
@@ -119,6 +121,8 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--probe-mib", a.probe_mib, "buffer of the bandwidth probe (MiB)")->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_flag("--no-early-exit", a.no_early_exit, "run every layer for every prompt token");
+  cmd->add_flag("--no-vskip", a.no_vskip, "ReLU^2 attention reads every value row, weight 0 or not");
+  cmd->add_flag("--no-neuron-skip", a.no_neuron_skip, "ReLU^2 FFNs read every down row, fired or not");
   cmd->add_option("--lm-head", a.lm_head, "prescore (4-bit copy, candidates rescored) or exact")
       ->check(CLI::IsMember({"prescore", "exact"}))->capture_default_str();
   cmd->add_option("--parallel", a.parallel, "stream counts: aggregate decode speed of that many requests at once "

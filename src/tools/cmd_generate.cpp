@@ -22,7 +22,7 @@ struct GenerateArgs {
   int threads = 2;
   int64_t context = 0;
   GenerationOptions gen;
-  bool stats = false, no_early_exit = false;
+  bool stats = false, no_early_exit = false, no_vskip = false, no_neuron_skip = false;
 };
 
 void print_stats(const GenerateArgs& a, const Model& model, const Session& session, const GenerationTimes& t) {
@@ -54,7 +54,8 @@ void run(GenerateArgs a) {
   // never more than the model's context.
   const int64_t need = int64_t(prompt.size()) + a.gen.max_tokens;
   const int64_t context = a.context ? a.context : std::min<int64_t>(model->config.context_length, std::max<int64_t>(4096, need));
-  Session session(model, {.context = context, .threads = a.threads, .lm_head = lm_head_for(a.gen.sampling, a.lm_head == "prescore")});
+  Session session(model, {.context = context, .threads = a.threads, .lm_head = lm_head_for(a.gen.sampling, a.lm_head == "prescore"),
+                           .v_skip = !a.no_vskip, .neuron_skip = !a.no_neuron_skip});
   Generation gen(session, tok, a.gen);
   std::cout << a.prompt << std::flush;
   gen.prefill(prompt, !a.no_early_exit);
@@ -78,6 +79,8 @@ void register_generate(CLI::App& app) {
   cmd->add_option("-t,--threads", a.threads, "threads")->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_flag("--stats", a.stats, "print speeds and bytes read per token");
   cmd->add_flag("--no-early-exit", a.no_early_exit, "run every layer for every prompt token");
+  cmd->add_flag("--no-vskip", a.no_vskip, "ReLU^2 attention reads every value row, weight 0 or not");
+  cmd->add_flag("--no-neuron-skip", a.no_neuron_skip, "ReLU^2 FFNs read every down row, fired or not");
   cmd->add_option("--lm-head", a.lm_head, "prescore: a 4-bit copy picks the rows the exact head rescores (same tokens); exact")
       ->check(CLI::IsMember({"prescore", "exact"}))->capture_default_str();
   cmd->add_flag("--ignore-eos", a.gen.ignore_eos, "keep generating past <|endoftext|>");
