@@ -13,13 +13,14 @@
 #include "runtime/bench.h"
 #include "runtime/model_files.h"
 #include "tools/commands.h"
+#include "tools/kv_option.h"
 
 namespace wren::tools {
 
 namespace {
 
 struct BenchArgs {
-  std::string model, output = "md", lm_head = "prescore";
+  std::string model, output = "md", lm_head = "prescore", kv = "auto";
   BenchOptions o;
   int probe_mib = 1024;
   bool no_early_exit = false;
@@ -37,13 +38,16 @@ nlohmann::json to_json(const BenchArgs& a, const std::string& name, const ModelS
                       {"n_prompt", r.test.n_prompt}, {"n_gen", r.test.n_gen}, {"n_depth", r.test.n_depth},
                       {"test", r.test.name()}, {"repetitions", a.o.repetitions}, {"avg_ts", r.avg_ts},
                       {"stddev_ts", r.stddev_ts}, {"samples_ts", r.samples_ts}, {"early_exit", a.o.early_exit},
-                      {"lm_head", a.lm_head}};
+                      {"lm_head", a.lm_head}, {"kv", a.kv}};
   if (r.test.n_gen > 0) {
     j["bytes_per_token"] = {{"weights", r.bytes.weights}, {"kv", r.bytes.kv}, {"engram_rows", r.bytes.engram},
                             {"lm_head", r.bytes.lm_head}, {"total", r.bytes.total()}};
     j["lm_head_rows_rescored"] = r.lm_head_rescored;
     j["bandwidth_bytes_per_s"] = r.bandwidth;
     j["roofline_pct"] = 100 * r.roofline;
+    const double v_rows = double(r.v_reads.read + r.v_reads.skipped);
+    j["v_rows_skipped_pct"] = v_rows > 0 ? 100 * double(r.v_reads.skipped) / v_rows : 0.0;
+    j["v_bytes_skipped_per_token"] = r.v_reads.bytes_skipped / r.test.n_gen;
   }
   return j;
 }
@@ -51,6 +55,7 @@ nlohmann::json to_json(const BenchArgs& a, const std::string& name, const ModelS
 void run(BenchArgs a) {
   a.o.early_exit = !a.no_early_exit;
   a.o.lm_head_prescore = a.lm_head == "prescore";
+  a.o.kv = kv_choice(a.kv);
   a.o.probe_bytes = size_t(a.probe_mib) << 20;
   const std::vector<BenchTest> tests = bench_tests(a.o);
   auto model = open_model(a.model);
@@ -98,6 +103,7 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--probe-mib", a.probe_mib, "buffer of the bandwidth probe (MiB)")->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_flag("--no-early-exit", a.no_early_exit, "run every layer for every prompt token");
+  add_kv_option(cmd, a.kv);
   cmd->add_option("--lm-head", a.lm_head, "prescore (4-bit copy, candidates rescored) or exact")
       ->check(CLI::IsMember({"prescore", "exact"}))->capture_default_str();
   cmd->callback([] { run(a); });
