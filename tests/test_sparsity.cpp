@@ -83,7 +83,7 @@ TEST(Sparsity, ZeroWeightsMatchAPlainRecount) {
     probes.back().set_skip_position(T - 1);
   }
   KvCache cache;
-  cache.init(m.n_kv_heads * dh, T, false);
+  cache.init(m.n_kv_heads, dh, T, false);
   AttentionScratch s;
   s.reserve(c, T);
   std::vector<float> out(static_cast<size_t>(d));

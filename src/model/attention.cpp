@@ -11,11 +11,19 @@
 namespace wren {
 
 void AttentionScratch::reserve(const ModelConfig& c, int64_t context) {
-  size_t width = 0;
-  for (auto& [name, m] : c.mixers) width = std::max(width, size_t(m.n_heads) * size_t(std::max(m.head_dim, m.value_dim())));
+  size_t width = 0, group = 1, head = 0;
+  for (auto& [name, m] : c.mixers) {
+    width = std::max(width, size_t(m.n_heads) * size_t(std::max(m.head_dim, m.value_dim())));
+    head = std::max(head, size_t(std::max(m.head_dim, m.value_dim())));
+    if (m.n_kv_heads > 0) group = std::max(group, size_t(m.n_heads / m.n_kv_heads));
+  }
+  // A sparse layer's group is its owner's: n_heads / owner's n_kv_heads, at most n_heads.
+  for (auto& [name, m] : c.mixers)
+    if (m.kind == MixerKind::sparse_reuse) group = std::max(group, size_t(m.n_heads));
   q.resize(width), k.resize(width), v.resize(width), o.resize(width), gate.resize(width);
-  scores.resize(size_t(context));
+  scores.resize(group * size_t(context));
   selected.resize(size_t(context));
+  rows.resize(size_t(kKeyBlock) * head);
 }
 
 namespace {
@@ -60,13 +68,15 @@ void append_kv(const AttentionStep& a, KvCache& cache) {
   const MixerSpec& m = a.m;
   const float* x = a.x;
   kernels::ThreadPool* pool = a.pool;
-  auto [k, v] = cache.append();
+  float* k = a.s.k.data();
+  float* v = a.s.v.data();
   const Product kv[] = {{w.wk, x, k}, {w.wv, x, v}};
   run_products(kv, pool);
   add_bias(w.bk, k);
   add_bias(w.bv, v);
   qk_normalise(w.k_norm, m.qk_norm, m.n_kv_heads, m.head_dim, a.c, k);
   rotate(w, m, m.n_kv_heads, a.pos, k);
+  cache.append(k, v);  // stored (and quantised) in the cache's type
 }
 
 void clear_group_scores(GroupScores g, int kv_heads, int64_t end) {

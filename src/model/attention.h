@@ -25,14 +25,28 @@ struct AttentionWeights {  // attention, relu2_attention, sparse_reuse
 };
 
 
+// V rows of ReLU^2 layers read and skipped (one row: one KV head's value at one key), and
+// the bytes skipped in the cache's storage; counted by every relu2 step, for bench/sparsity.
+struct VReads {
+  int64_t read = 0, skipped = 0;
+  double bytes_skipped = 0;
+};
+
 // Per-session working memory of the attention layers, sized once for the largest layer.
 struct AttentionScratch {
   std::vector<float> q, k, v, o, gate;  // [heads * head_dim]
-  std::vector<float> scores;            // [context]
+  std::vector<float> scores;            // [query heads per KV head][context]
   std::vector<int32_t> selected;        // [context]
   bool v_skip = true;  // false (--no-vskip): value rows of zero weight are read too, to measure the saving
+  std::vector<float> rows;              // kKeyBlock decoded cache rows [kKeyBlock][head_dim]
+  VReads v_reads;
   void reserve(const ModelConfig& c, int64_t context);
 };
+
+// Keys scored together per step of the group kernels (each row decoded once for all heads).
+constexpr int kKeyBlock = 8;
+// Query heads per KV head the ReLU^2 group kernel takes (its per-head sums live on the stack).
+constexpr int kMaxGroup = 64;
 
 // One token through one attention layer: what every attention entry point reads.
 struct AttentionStep {
@@ -84,6 +98,14 @@ void relu2_weights(float* scores, int64_t n);
 // weights, V-skip groups).
 void relu2_attention(const AttentionStep& a, const KvCache& cache, GroupScores scores, float* out,
                      Relu2Probe* probe = nullptr);
+// The two halves of one KV group's ReLU^2 attention, reading each cache row once for the
+// group's `heads` query heads q[heads][head_dim] (kKeyBlock keys at a time):
+// relu2_group_scores writes s_hj = q_h . k_j / sqrt(d_h) to s.scores[h n + j], j < n;
+// relu2_group_values, from the weights w_hj there (after relu2_weights), writes
+// o_h = sum_j w_hj v_j / (c + sum_j w_hj) to o[h head_dim ..] and reads V row j only when
+// some head weights it (w_hj > 0 for some h), counting reads and skips in s.v_reads.
+void relu2_group_scores(const KvCache& cache, int kv_head, const float* q, int heads, int64_t n, AttentionScratch& s);
+void relu2_group_values(const KvCache& cache, int kv_head, int heads, int64_t n, float c, AttentionScratch& s, float* o);
 
 // Sparse selection: the top_k keys by score, union the `recent` most recent of n keys; all
 // n when n <= top_k + recent. Writes ascending positions to `out`, returns their count.

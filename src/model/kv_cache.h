@@ -1,45 +1,101 @@
-// model/: one layer's key/value cache. A window layer keeps a ring of `capacity` slots (the
-// most recent tokens); a full layer keeps every token up to `capacity` (the session's
-// context). Keys are stored as the mechanisms use them: rotated (RoPE layers) or
-// normalised (ReLU^2 layers), so reading never recomputes them.
+// model/: the key/value caches and the one storage they share.
+//
+// KvRows holds rows of `width` values in one KvType; callers write f32 rows and read f32
+// segments, and the format stays private here:
+//   f32   4 bytes per value.
+//   bf16  2 bytes per value (kernels/types.h: round to nearest even).
+//   q8    one int8 per value and one f16 scale per group of G values: a KV cache has one
+//         scale per head row (G = head_dim: 128 in Embla 1, whose 5 full layers then hold
+//         2,600 bytes per token); an MLA row has one group size for the latent and the shared
+//         key, the gcd of their widths (Nenya 320 + 32: 32; DeepSeek-V2 512 + 64: 64). Symmetric,
+//         s = max|x| / 127 rounded up to f16, so |x - s q| <= s / 2 and nothing clips
+//         (kernels quantize_q8_row). Bytes per value: 1 + 2 / G, the explorer's "int8:gG".
+// A window layer keeps a ring of `capacity` slots (the most recent tokens); a full layer
+// keeps every token up to `capacity` (the session's context). Keys are stored as the
+// mechanisms use them: rotated (RoPE layers) or normalised (ReLU^2 layers), so reading never
+// recomputes them.
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "kernels/types.h"
+
 namespace wren {
+
+enum class KvType : uint8_t { f32, bf16, q8 };
+const char* to_string(KvType);
+// "f32", "bf16" or "q8"; throws std::invalid_argument naming the text otherwise.
+KvType parse_kv_type(const std::string& text);
+
+// The q8 group of a KV head row of n values: the whole row (see above).
+inline int kv_group(int n) { return n; }
+
+class KvRows {
+ public:
+  // Room for `rows` rows of `width` values; q8 scales groups of `group` values (group
+  // divides width). Throws std::invalid_argument on non-positive sizes.
+  void init(KvType type, int width, int group, int64_t rows);
+  KvType type() const { return type_; }
+  int width() const { return width_; }
+  int64_t rows() const { return rows_; }
+  // Stores row r from x[0, width) (quantised for q8; throws kernels::KernelError on a value
+  // no f16 scale can hold).
+  void write(int64_t r, const float* x);
+  // Values [offset, offset + n) of row r, where offset and n cover whole groups. f32:
+  // a pointer into the cache (buf unused); otherwise decoded into buf[0, n).
+  const float* read(int64_t r, int offset, int n, float* buf) const;
+  // Bytes of one row as allocated (values and scales), and of the whole store.
+  double bytes_per_row() const;
+  size_t bytes() const { return values_.size() + scales_.size() * sizeof(kernels::F16); }
+  // The stored bytes, for a session's state save and restore (runtime/session_state.h).
+  std::span<std::byte> value_bytes() { return std::as_writable_bytes(std::span(values_)); }
+  std::span<std::byte> scale_bytes() { return std::as_writable_bytes(std::span(scales_)); }
+
+ private:
+  KvType type_ = KvType::f32;
+  int width_ = 0, group_ = 0;
+  int64_t rows_ = 0;
+  std::vector<uint8_t> values_;          // [rows][width] in type_
+  std::vector<kernels::F16> scales_;     // q8: [rows][width / group]
+};
 
 struct KvCache {
   int kv_dim = 0;  // n_kv_heads * head_dim
+  int head_dim = 0;
   int64_t capacity = 0;
   bool ring = false;
   int64_t count = 0;  // tokens appended so far (positions 0 .. count-1)
-  std::vector<float> k, v;
 
-  void init(int dim, int64_t cap, bool is_ring) {
-    kv_dim = dim;
-    capacity = cap;
-    ring = is_ring;
-    count = 0;
-    k.assign(size_t(dim * cap), 0.0f);
-    v.assign(size_t(dim * cap), 0.0f);
-  }
+  // Room for `cap` tokens of kv_heads heads of head_dim values, in `type`.
+  void init(int kv_heads, int head, int64_t cap, bool is_ring, KvType type = KvType::f32);
   bool empty() const { return kv_dim == 0; }
+  KvType type() const { return k_.type(); }
   // The oldest position still held.
   int64_t first() const { return ring ? std::max<int64_t>(0, count - capacity) : 0; }
   int64_t slot(int64_t pos) const { return ring ? pos % capacity : pos; }
-  const float* key(int64_t pos) const { return k.data() + slot(pos) * kv_dim; }
-  const float* value(int64_t pos) const { return v.data() + slot(pos) * kv_dim; }
-  // Room for the next token's key and value; the caller fills both.
-  std::pair<float*, float*> append() {
-    if (!ring && count >= capacity)
-      throw std::runtime_error("context full: the session holds " + std::to_string(capacity) + " tokens");
-    const int64_t s = slot(count++);
-    return {k.data() + s * kv_dim, v.data() + s * kv_dim};
-  }
+  // This token's key and value ([kv_dim] each), stored in the cache's type. Throws
+  // std::runtime_error when a full (non-ring) cache has no room.
+  void append(const float* k, const float* v);
+  // KV head g's key / value at `pos` ([head_dim] values): a pointer into the cache (f32) or
+  // decoded into buf.
+  const float* key(int64_t pos, int g, float* buf) const { return k_.read(slot(pos), g * head_dim, head_dim, buf); }
+  const float* value(int64_t pos, int g, float* buf) const { return v_.read(slot(pos), g * head_dim, head_dim, buf); }
+  // Bytes of one token's key and value as allocated, and of the whole cache.
+  double bytes_per_token() const { return k_.bytes_per_row() + v_.bytes_per_row(); }
+  size_t bytes() const { return k_.bytes() + v_.bytes(); }
+  // Bytes of one KV head's value row (what V-skip saves per skipped row).
+  double head_row_bytes() const { return v_.bytes_per_row() * head_dim / kv_dim; }
+  KvRows& keys() { return k_; }
+  KvRows& values() { return v_; }
+
+ private:
+  KvRows k_, v_;
 };
 
 }  // namespace wren

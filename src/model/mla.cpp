@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <stdexcept>
 #include <string>
 
@@ -104,6 +105,8 @@ void check_append(const MixerSpec& m, const MlaCache& cache, int64_t pos) {
 }
 
 constexpr int64_t kMinParallelWork = int64_t(1) << 15;
+constexpr int kMlaTile = 64;   // cache rows decoded and scored per step of the running softmax (seed 002)
+constexpr int kMlaParts = 4;   // the cache's tiles are split into at most this many parts (one per thread)
 
 float softmax_scale(const MlaWeights& w, const MixerSpec& m) {
   return (m.scale > 0 ? float(m.scale) : 1.0f / std::sqrt(float(m.qk_nope_dim + m.qk_rope_dim))) * w.rope.score_scale;
@@ -127,20 +130,29 @@ RopeTable mla_rope(const MixerSpec& m) {
   return rope_table(*m.rope, rd);
 }
 
-void MlaCache::init(const MixerSpec& m, int64_t cap) {
+void MlaCache::init(const MixerSpec& m, int64_t cap, KvType type) {
   check_spec(m);
   if (cap <= 0) throw std::runtime_error("MLA cache capacity = " + std::to_string(cap) + ", expected > 0");
   latent_dim = m.kv_lora_rank;
   key_dim = m.qk_rope_dim;
   capacity = cap;
   count = 0;
-  data.assign(size_t(cap) * size_t(width()), 0.0f);
+  // q8: one group size for both parts, their gcd, so no group straddles the two.
+  const int group = key_dim == 0 ? latent_dim : std::gcd(latent_dim, key_dim);
+  rows_.init(type, width(), group, cap);
+  staged_.assign(size_t(width()), 0.0f);
 }
 
-float* MlaCache::append() {
+float* MlaCache::stage() {
   if (count >= capacity)
     throw std::runtime_error("context full: the MLA cache holds " + std::to_string(capacity) + " tokens");
-  return data.data() + count++ * width();
+  return staged_.data();
+}
+
+void MlaCache::commit() {
+  if (count >= capacity)
+    throw std::runtime_error("context full: the MLA cache holds " + std::to_string(capacity) + " tokens");
+  rows_.write(count++, staged_.data());
 }
 
 void MlaScratch::reserve(const MixerSpec& m, int64_t ctx) {
@@ -164,6 +176,8 @@ void MlaScratch::reserve(const MixerSpec& m, int64_t ctx) {
   context = std::max(context, ctx);
   heads = std::max(heads, m.n_heads);
   grow(scores, size_t(heads) * size_t(context));
+  grow(parts, size_t(kMlaParts) * h * size_t(m.kv_lora_rank + 2));
+  grow(tiles, size_t(kMlaParts) * size_t(kMlaTile) * size_t(m.kv_lora_rank + m.qk_rope_dim + 1));
 }
 
 void mla_append(const MlaWeights& w, const MixerSpec& m, const ModelConfig& c, const float* x, int64_t pos,
@@ -171,10 +185,11 @@ void mla_append(const MlaWeights& w, const MixerSpec& m, const ModelConfig& c, c
                 kernels::ThreadPool* pool) {
   check_rope(w, m);
   check_append(m, cache, pos);
-  float* slot = cache.append();
+  float* slot = cache.stage();
   const Product latent{w.wkv_a, x, slot};
   run_products(std::span(&latent, 1), pool);
   finish_slot(w, m, c, pos, slot);
+  cache.commit();
 }
 
 void mla_attention(const MlaWeights& w, const MixerSpec& m, const ModelConfig& c, const float* x, int64_t pos,
@@ -187,11 +202,13 @@ void mla_attention(const MlaWeights& w, const MixerSpec& m, const ModelConfig& c
   const float scale = softmax_scale(w, m);
   const int64_t n = pos + 1;
   // Scores: K_i,t = [W_UK c_t ; k_pe_t] for every head at once, one position at a time.
+  float* buf = s.tiles.data();
   for (int64_t t = 0; t < n; ++t) {
-    if (nope > 0) kernels::matvec(w.wk_b, cache.latent(t), s.k.data(), pool);
+    const float* row = cache.row(t, buf);
+    if (nope > 0) kernels::matvec(w.wk_b, row, s.k.data(), pool);
     for (int h = 0; h < H; ++h) {
       const float* q = s.q.data() + h * dqk;
-      const float qk = kernels::dot(q, s.k.data() + h * nope, nope) + kernels::dot(q + nope, cache.shared_key(t), rope);
+      const float qk = kernels::dot(q, s.k.data() + h * nope, nope) + kernels::dot(q + nope, row + m.kv_lora_rank, rope);
       s.scores[size_t(h * s.context + t)] = qk * scale;
     }
   }
@@ -199,7 +216,7 @@ void mla_attention(const MlaWeights& w, const MixerSpec& m, const ModelConfig& c
   // o_i = sum_t p_i,t V_i,t with V_t = W_UV c_t, again all heads per position.
   std::fill(s.o.begin(), s.o.begin() + H * dv, 0.0f);
   for (int64_t t = 0; t < n; ++t) {
-    kernels::matvec(w.wv_b, cache.latent(t), s.v.data(), pool);
+    kernels::matvec(w.wv_b, cache.row(t, buf), s.v.data(), pool);
     for (int h = 0; h < H; ++h)
       kernels::axpy(s.scores[size_t(h * s.context + t)], s.v.data() + h * dv, dv, s.o.data() + h * dv);
   }
@@ -208,30 +225,94 @@ void mla_attention(const MlaWeights& w, const MixerSpec& m, const ModelConfig& c
 
 namespace {
 
-// The absorbed attention of the token at pos from its query in s.q, each head whole in one
-// item (its q~ from wk_b's rows, its scores row, its o_lat in place of q~, its W_UV product),
-// then the output gate and W_o; `gate` holds W_g x when the layer has an output gate.
+// One part of the absorbed attention: positions [begin, end) in tiles of kMlaTile rows, each
+// row [c_t ; k_pe_t] decoded once for all heads, with a running softmax per head i:
+//   s_i,t = (q~_i . c_t + q_pe_i . k_pe_t) scale,  m_i' = max(m_i, max_t s_i,t),
+//   l_i' = l_i e^(m_i - m_i') + sum_t e^(s_i,t - m_i'),  a_i' = a_i e^(m_i - m_i') + sum_t e^(s_i,t - m_i') c_t.
+// part: [H][L] accumulators a, then H maxima m and H sums l.
+void absorbed_part(const MixerSpec& m, float scale, const MlaCache& cache, const float* q_lat, const float* q, int64_t begin,
+                   int64_t end, float* tile, float* part) {
+  const int H = m.n_heads, nope = m.qk_nope_dim, rope = m.qk_rope_dim, dqk = nope + rope, L = m.kv_lora_rank;
+  const int width = cache.width();
+  float* acc = part;
+  float* top = part + int64_t(H) * L;
+  float* sum = top + H;
+  std::fill(acc, acc + int64_t(H) * L, 0.0f);
+  std::fill(top, top + H, -INFINITY);
+  std::fill(sum, sum + H, 0.0f);
+  float* rows_buf = tile;                                  // [kMlaTile][width]
+  float* p = tile + int64_t(kMlaTile) * width;             // [kMlaTile] one head's scores
+  const float* rows[kMlaTile];
+  for (int64_t t0 = begin; t0 < end; t0 += kMlaTile) {
+    const int n = int(std::min<int64_t>(kMlaTile, end - t0));
+    for (int r = 0; r < n; ++r) rows[r] = cache.row(t0 + r, rows_buf + int64_t(r) * width);
+    for (int h = 0; h < H; ++h) {
+      const float* ql = q_lat + int64_t(h) * L;
+      const float* q_pe = q + int64_t(h) * dqk + nope;
+      float best = top[h];
+      for (int r = 0; r < n; ++r) {
+        p[r] = (kernels::dot(ql, rows[r], L) + kernels::dot(q_pe, rows[r] + L, rope)) * scale;
+        best = std::max(best, p[r]);
+      }
+      const float rescale = std::exp(top[h] - best);  // e^(-inf) = 0 on the first tile
+      float* a = acc + int64_t(h) * L;
+      if (rescale != 1.0f)
+        for (int i = 0; i < L; ++i) a[i] *= rescale;
+      float l = sum[h] * rescale;
+      for (int r = 0; r < n; ++r) {
+        const float e = std::exp(p[r] - best);
+        l += e;
+        kernels::axpy(e, rows[r], L, a);
+      }
+      top[h] = best, sum[h] = l;
+    }
+  }
+}
+
+// The absorbed attention of the token at pos from its query in s.q: q~_i from wk_b's rows
+// per head; the cache in up to kMlaParts parts of whole tiles (absorbed_part), merged as
+//   o_lat_i = sum_p e^(m_p,i - M_i) a_p,i / sum_p e^(m_p,i - M_i) l_p,i,  M_i = max_p m_p,i;
+// then o_i = W_UV_i o_lat_i per head, the output gate and W_o; `gate` holds W_g x when the
+// layer has an output gate.
 void absorbed_heads(const MlaWeights& w, const MixerSpec& m, int64_t pos, const MlaCache& cache, MlaScratch& s,
                     float* out, kernels::ThreadPool* pool) {
   const int H = m.n_heads, nope = m.qk_nope_dim, rope = m.qk_rope_dim, dqk = nope + rope, dv = m.v_head_dim;
   const int L = m.kv_lora_rank;
   const float scale = softmax_scale(w, m);
   const int64_t n = pos + 1;
-  // Below kMinParallelWork multiply-adds over the cache (a short context) one thread does every head.
+  // Below kMinParallelWork multiply-adds over the cache (a short context) one thread does it all.
   const bool parallel = n * int64_t(H) * (L + rope) >= kMinParallelWork;
-  kernels::run_items(parallel ? pool : nullptr, H, [&](int64_t h) {
-    // q~_i = W_UK_i^T q_nope_i = sum_j q_nope_i[j] W_UK[i nope + j, :]: a weighted sum of rows.
+  kernels::ThreadPool* workers = parallel ? pool : nullptr;
+  kernels::run_items(workers, H, [&](int64_t h) {  // q~_i = W_UK_i^T q_nope_i: a weighted sum of rows
     float* q_lat = s.q_lat.data() + h * L;
     std::fill(q_lat, q_lat + L, 0.0f);
     if (nope > 0) kernels::add_rows(w.wk_b, s.rows.data() + h * nope, s.q.data() + h * dqk, nope, q_lat, nullptr);
-    const float* q_pe = s.q.data() + h * dqk + nope;
-    float* p = s.scores.data() + h * s.context;
-    for (int64_t t = 0; t < n; ++t)
-      p[t] = (kernels::dot(q_lat, cache.latent(t), L) + kernels::dot(q_pe, cache.shared_key(t), rope)) * scale;
-    kernels::softmax(p, n);
-    std::fill(q_lat, q_lat + L, 0.0f);  // now o_lat_i = sum_t p_t c_t
-    for (int64_t t = 0; t < n; ++t) kernels::axpy(p[t], cache.latent(t), L, q_lat);
-    kernels::matvec(w.wv_b.slice_rows(h * dv, dv), q_lat, s.o.data() + h * dv, nullptr);
+  });
+  const int64_t tiles = (n + kMlaTile - 1) / kMlaTile;
+  // The split depends on the length alone, so 1 or 2 threads give the same bits.
+  const int64_t parts = std::min<int64_t>(tiles, kMlaParts);
+  const int64_t part_floats = int64_t(H) * (L + 2), tile_floats = int64_t(kMlaTile) * (cache.width() + 1);
+  kernels::run_items(workers, parts, [&](int64_t i) {
+    const int64_t begin = tiles * i / parts * kMlaTile, end = std::min(n, tiles * (i + 1) / parts * kMlaTile);
+    absorbed_part(m, scale, cache, s.q_lat.data(), s.q.data(), begin, end, s.tiles.data() + i * tile_floats,
+                  s.parts.data() + i * part_floats);
+  });
+  for (int h = 0; h < H; ++h) {
+    float M = -INFINITY, l = 0;
+    for (int64_t i = 0; i < parts; ++i) M = std::max(M, s.parts[size_t(i * part_floats + int64_t(H) * L + h)]);
+    float* o_lat = s.q_lat.data() + int64_t(h) * L;
+    std::fill(o_lat, o_lat + L, 0.0f);
+    for (int64_t i = 0; i < parts; ++i) {
+      const float* part = s.parts.data() + i * part_floats;
+      const float f = std::exp(part[int64_t(H) * L + h] - M);
+      l += f * part[int64_t(H) * L + H + h];
+      kernels::axpy(f, part + int64_t(h) * L, L, o_lat);
+    }
+    const float inv = 1.0f / l;
+    for (int i = 0; i < L; ++i) o_lat[i] *= inv;
+  }
+  kernels::run_items(workers, H, [&](int64_t h) {
+    kernels::matvec(w.wv_b.slice_rows(h * dv, dv), s.q_lat.data() + h * L, s.o.data() + h * dv, nullptr);
   });
   const int64_t width = int64_t(H) * dv;
   if (present(w.wg)) {  // output gate: o *= sigmoid(W_g x)
@@ -260,10 +341,11 @@ void mla_decode(const MlaWeights& w, const MixerSpec& m, const ModelConfig& c, c
   check_rope(w, m);
   check_append(m, cache, pos);
   check_scratch(s, m, pos);
-  float* slot = cache.append();
+  float* slot = cache.stage();
   const Product first[] = {query_product(w, m, x, s), {w.wg, x, s.gate.data()}, {w.wkv_a, x, slot}};
   run_products(first, pool);
   finish_slot(w, m, c, pos, slot);
+  cache.commit();
   finish_query(w, m, c, pos, s, pool);
   absorbed_heads(w, m, pos, cache, s, out, pool);
 }

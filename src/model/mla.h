@@ -22,8 +22,9 @@
 
 #include "config/model_config.h"
 #include "kernels/threads.h"
-#include "model/tensor.h"
+#include "model/kv_cache.h"
 #include "model/rope.h"
+#include "model/tensor.h"
 
 namespace wren {
 
@@ -44,25 +45,35 @@ struct MlaWeights {
 RopeTable mla_rope(const MixerSpec& m);
 
 // One MLA layer's cache: per position the normalised latent c (kv_lora_rank values) followed
-// by the shared key k_pe (qk_rope_dim, rotated when the layer has rope), contiguous, so a
-// decode step reads width() values per cached token.
+// by the shared key k_pe (qk_rope_dim, rotated when the layer has rope), one row of width()
+// values in the cache's KvType (model/kv_cache.h: the latent and the shared key are separate
+// q8 segments), so a decode step reads width() values per cached token.
 struct MlaCache {
   int latent_dim = 0;  // kv_lora_rank
   int key_dim = 0;     // qk_rope_dim
   int64_t capacity = 0;
-  int64_t count = 0;        // tokens appended so far (positions 0 .. count-1)
-  std::vector<float> data;  // [capacity][latent_dim + key_dim]
+  int64_t count = 0;  // tokens appended so far (positions 0 .. count-1)
 
   // Room for `capacity` tokens, count = 0. Throws std::runtime_error on a spec that is not
   // MLA or has non-positive widths.
-  void init(const MixerSpec& m, int64_t capacity);
+  void init(const MixerSpec& m, int64_t capacity, KvType type = KvType::f32);
   int width() const { return latent_dim + key_dim; }
   bool empty() const { return width() == 0; }
-  const float* latent(int64_t pos) const { return data.data() + pos * width(); }
-  const float* shared_key(int64_t pos) const { return latent(pos) + latent_dim; }
-  // The next position's slot ([c ; k_pe], width() values); the caller fills it. Throws
+  KvType type() const { return rows_.type(); }
+  // Position pos's row [c ; k_pe]: a pointer into the cache (f32) or decoded into buf[0, width()).
+  const float* row(int64_t pos, float* buf) const { return rows_.read(pos, 0, width(), buf); }
+  // The next position's slot ([c ; k_pe], width() f32 values, staged outside the store); the
+  // caller fills it and then calls commit(), which stores it at position count. Throws
   // std::runtime_error when the cache is full.
-  float* append();
+  float* stage();
+  void commit();
+  double bytes_per_token() const { return rows_.bytes_per_row(); }
+  size_t bytes() const { return rows_.bytes(); }
+  KvRows& rows() { return rows_; }
+
+ private:
+  KvRows rows_;
+  std::vector<float> staged_;  // [width()]
 };
 
 // Per-session working memory of the MLA layers. reserve() only grows, so one scratch serves
@@ -75,6 +86,8 @@ struct MlaScratch {
   std::vector<float> o, gate; // [h v]
   std::vector<float> scores;  // [h][context]
   std::vector<int32_t> rows;  // 0, 1, ..., h nope - 1: wk_b's rows, for add_rows
+  std::vector<float> parts;   // absorbed form: per part of the cache [h][kv_lora] sums, h maxima, h totals
+  std::vector<float> tiles;   // per part: a tile of decoded cache rows and one head's scores
   int64_t context = 0;        // the scores' row stride
   int heads = 0;              // rows of scores
   void reserve(const MixerSpec& m, int64_t context);

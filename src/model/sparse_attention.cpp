@@ -37,17 +37,22 @@ void sparse_attention(const AttentionStep& a, const MixerSpec& owner, const KvCa
   const float scale = 1.0f / std::sqrt(float(dh));
   const int64_t n = pos + 1;
   int32_t* sel = s.selected.data();
-  float* p = s.scores.data();
+  float* p = s.scores.data();  // [group][count]
+  float* buf = s.rows.data();
   for (int g = 0; g < owner.n_kv_heads; ++g) {
     const int64_t count = select_keys(owner_scores.data + g * owner_scores.stride, n, m.top_k, m.recent, sel);
-    const int kv = g * dh;
-    for (int h = g * group; h < (g + 1) * group; ++h) {
-      const float* q = s.q.data() + h * dh;
-      for (int64_t i = 0; i < count; ++i) p[i] = kernels::dot(q, cache.key(sel[i]) + kv, dh) * scale;
-      kernels::softmax(p, count);
-      float* o = s.o.data() + h * dh;
-      std::fill(o, o + dh, 0.0f);
-      for (int64_t i = 0; i < count; ++i) kernels::axpy(p[i], cache.value(sel[i]) + kv, dh, o);
+    const float* q = s.q.data() + int64_t(g) * group * dh;
+    // The gather: each selected K row, then each V row, decoded once for the group's heads.
+    for (int64_t i = 0; i < count; ++i) {
+      const float* k = cache.key(sel[i], g, buf);
+      for (int h = 0; h < group; ++h) p[h * count + i] = kernels::dot(q + h * dh, k, dh) * scale;
+    }
+    for (int h = 0; h < group; ++h) kernels::softmax(p + h * count, count);
+    float* o = s.o.data() + int64_t(g) * group * dh;
+    std::fill(o, o + group * dh, 0.0f);
+    for (int64_t i = 0; i < count; ++i) {
+      const float* v = cache.value(sel[i], g, buf);
+      for (int h = 0; h < group; ++h) kernels::axpy(p[h * count + i], v, dh, o + h * dh);
     }
   }
   project_output(a.w, m, a.x, s, out, a.pool);

@@ -1,9 +1,10 @@
 // Softmax attention with GQA: the token at `pos` attends every position its cache holds (a
 // ring of the last `window` tokens for a window layer, everything for a full layer).
-//   p_j = softmax_j(q . k_j / sqrt(d_h)),  o = sum_j p_j v_j
+//   p_hj = softmax_j(q_h . k_j / sqrt(d_h)),  o_h = sum_j p_hj v_j
 // (the scale and an optional tanh soft cap of the logits are the config's).
 // With sinks (gpt-oss) each head has one more logit in the softmax's denominator that
-// carries no value.
+// carries no value. Per KV head, each cached K row and V row is read (decoded) once for all
+// query heads of its group.
 #include <cmath>
 
 #include "kernels/ops.h"
@@ -21,25 +22,36 @@ void window_attention(const AttentionStep& a, const KvCache& cache, GroupScores 
   const float scale = (m.scale > 0 ? float(m.scale) : 1.0f / std::sqrt(float(dh))) * w.rope.score_scale;
   const float cap = float(m.softcap);  // Gemma 2: logit = cap tanh(logit / cap)
   const int64_t first = cache.first(), n = pos + 1 - first;
-  float* p = s.scores.data();
+  float* p = s.scores.data();  // [group][n]
+  float* buf = s.rows.data();
   clear_group_scores(scores, m.n_kv_heads, pos + 1);
-  for (int h = 0; h < m.n_heads; ++h) {
-    const float* q = s.q.data() + h * dh;
-    const int kv = (h / group) * dh;
-    float top = -INFINITY;
+  for (int g = 0; g < m.n_kv_heads; ++g) {
+    const float* q = s.q.data() + int64_t(g) * group * dh;
     for (int64_t j = 0; j < n; ++j) {
-      p[j] = kernels::dot(q, cache.key(first + j) + kv, dh) * scale;
-      if (cap > 0) p[j] = cap * std::tanh(p[j] / cap);
-      top = std::max(top, p[j]);
+      const float* k = cache.key(first + j, g, buf);
+      for (int h = 0; h < group; ++h) {
+        float logit = kernels::dot(q + h * dh, k, dh) * scale;
+        if (cap > 0) logit = cap * std::tanh(logit / cap);
+        p[h * n + j] = logit;
+      }
     }
-    record_group_scores(scores, h / group, first, p, n);
-    const float sink = w.sinks.empty() ? -INFINITY : w.sinks[size_t(h)];
-    top = std::max(top, sink);
-    double sum = std::exp(double(sink - top));
-    for (int64_t j = 0; j < n; ++j) sum += p[j] = std::exp(p[j] - top);
-    float* o = s.o.data() + h * dh;
-    std::fill(o, o + dh, 0.0f);
-    for (int64_t j = 0; j < n; ++j) kernels::axpy(float(p[j] / sum), cache.value(first + j) + kv, dh, o);
+    for (int h = 0; h < group; ++h) {
+      float* ph = p + h * n;
+      record_group_scores(scores, g, first, ph, n);
+      const float sink = w.sinks.empty() ? -INFINITY : w.sinks[size_t(g * group + h)];
+      float top = sink;
+      for (int64_t j = 0; j < n; ++j) top = std::max(top, ph[j]);
+      double sum = std::exp(double(sink - top));
+      for (int64_t j = 0; j < n; ++j) sum += ph[j] = std::exp(ph[j] - top);
+      const float inv = float(1.0 / sum);
+      for (int64_t j = 0; j < n; ++j) ph[j] *= inv;
+    }
+    float* o = s.o.data() + int64_t(g) * group * dh;
+    std::fill(o, o + group * dh, 0.0f);
+    for (int64_t j = 0; j < n; ++j) {
+      const float* v = cache.value(first + j, g, buf);
+      for (int h = 0; h < group; ++h) kernels::axpy(p[h * n + j], v, dh, o + h * dh);
+    }
   }
   project_output(w, m, a.x, s, out, a.pool);
 }

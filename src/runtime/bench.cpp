@@ -41,6 +41,7 @@ namespace {
 struct Run {
   double seconds = 0;
   double lm_head_bytes = 0, lm_head_rescored = 0;  // summed over the decode steps
+  VReads v_reads;                                   // ReLU^2 V rows read / skipped by the decode steps
 };
 
 int32_t argmax(const std::vector<float>& v) { return int32_t(std::max_element(v.begin(), v.end()) - v.begin()); }
@@ -56,7 +57,7 @@ Run run_once(const std::shared_ptr<const Model>& model, const BenchTest& t, cons
   };
   const LmHeadMode head{.prescore = o.lm_head_prescore, .keep = 1};
   Session s(model, {.context = int64_t(t.n_depth) + t.n_prompt + t.n_gen + 1, .threads = t.threads, .lm_head = head,
-             .v_skip = o.v_skip, .neuron_skip = o.neuron_skip});
+             .v_skip = o.v_skip, .neuron_skip = o.neuron_skip, .kv = o.kv});
   std::vector<float> logits(size_t(s.vocab_rows()));
   if (t.n_depth > 0) s.prefill(random_tokens(t.n_depth), logits.data(), o.early_exit);
   Run run;
@@ -68,6 +69,7 @@ Run run_once(const std::shared_ptr<const Model>& model, const BenchTest& t, cons
     return run;
   }
   int32_t next = t.n_depth > 0 ? argmax(logits) : token(rng);
+  const VReads before = s.v_reads();
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < t.n_gen; ++i) {
     s.decode(next, logits.data());
@@ -76,6 +78,8 @@ Run run_once(const std::shared_ptr<const Model>& model, const BenchTest& t, cons
     next = argmax(logits);
   }
   run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  run.v_reads = {s.v_reads().read - before.read, s.v_reads().skipped - before.skipped,
+                 s.v_reads().bytes_skipped - before.bytes_skipped};
   return run;
 }
 
@@ -103,6 +107,12 @@ BenchResult run_bench_test(const std::shared_ptr<const Model>& model, const Benc
   if (t.n_gen > 0) {
     // The timed steps see contexts depth + 1 .. depth + n_gen; K/V reads grow linearly.
     r.bytes = bytes_per_token(*model, int64_t(t.n_depth) + (t.n_gen + 1) / 2);
+    // bytes_per_token counts cache values at f32; scale to the storage this session used.
+    const ModelConfig& c = model->config;
+    const double f32 = Session::cache_bytes_per_token(c, KvType::f32);
+    const KvType kv = o.kv ? *o.kv : Session::default_kv_type(c, need);
+    if (f32 > 0) r.bytes.kv *= Session::cache_bytes_per_token(c, kv) / f32;
+    r.v_reads = last.v_reads;
     r.bytes.lm_head = last.lm_head_bytes / t.n_gen;
     r.lm_head_rescored = last.lm_head_rescored / t.n_gen;
     r.bandwidth = bandwidth;

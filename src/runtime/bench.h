@@ -10,9 +10,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "model/attention.h"
+#include "model/kv_cache.h"
 #include "model/model.h"
 #include "runtime/stats.h"
 
@@ -27,6 +30,7 @@ struct BenchOptions {
   size_t probe_bytes = size_t(1) << 30;
   int probe_passes = 5;
   uint64_t seed = 1;             // of the random prompt ids
+  std::optional<KvType> kv = std::nullopt;  // --kv: the KV cache storage (unset: Session's rule)
 };
 
 struct BenchTest {
@@ -45,6 +49,7 @@ struct BenchResult {
   double lm_head_rescored = 0;  // rows per token
   double bandwidth = 0;         // bytes per second
   double roofline = 0;          // bytes.total() x avg_ts / bandwidth
+  VReads v_reads;               // ReLU^2 V rows the last repetition's decode steps read and skipped
 };
 
 // The tests in llama-bench's order: per thread count, per depth, the prompt tests then the

@@ -44,7 +44,7 @@ void score_windows(const std::shared_ptr<const Model>& model, const text::Tokeni
   std::vector<float> logits(size_t(model->config.rows()));
   const auto t0 = std::chrono::steady_clock::now();
   for (int64_t w = 0; w < windows; ++w) {
-    Session session(model, {.context = n_ctx, .threads = o.threads, .probe = o.probe});
+    Session session(model, {.context = n_ctx, .threads = o.threads, .probe = o.probe, .kv = o.kv});
     const int32_t* window = tokens.data() + w * n_ctx;
     for (int64_t i = 0; i + 1 < n_ctx; ++i) {
       session.decode(window[i], logits.data());
@@ -54,6 +54,9 @@ void score_windows(const std::shared_ptr<const Model>& model, const text::Tokeni
       ++score.scored;
     }
     if (o.run_last) session.decode(window[n_ctx - 1], logits.data());
+    score.v_reads.read += session.v_reads().read;
+    score.v_reads.skipped += session.v_reads().skipped;
+    score.v_reads.bytes_skipped += session.v_reads().bytes_skipped;
     ++score.windows;
     if (o.progress) {
       const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@ namespace wren {
 struct WindowScore {
   int64_t windows = 0, scored = 0;  // windows run, tokens scored
   double nll = 0, bytes = 0;        // summed NLL (nats) and UTF-8 bytes of the scored tokens
+  VReads v_reads;                   // ReLU^2 V rows the kernels read and skipped, every query of every window
   double perplexity() const;
   double bits_per_byte() const;
 };
@@ -28,6 +30,7 @@ struct WindowOptions {
   int64_t context = 0;  // n_ctx
   int threads = 1;
   SparsityProbe* probe = nullptr;  // attached to every window's session
+  std::optional<KvType> kv = std::nullopt;  // the sessions' KV cache storage (unset: Session's rule)
   // Also run each window's last token (never scored: it has no target), so that its last
   // query sees the whole window of n_ctx keys.
   bool run_last = false;

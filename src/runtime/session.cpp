@@ -15,6 +15,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include <unistd.h>
+
 #include "config/layer_plan.h"
 #include "kernels/ops.h"
 #include "model/engram.h"
@@ -47,6 +49,7 @@ Session::Session(std::shared_ptr<const Model> model, const SessionOptions& optio
   if (probe_ && !probe_->fits(c))
     throw std::invalid_argument("sparsity probe: made for another model shape than " + c.name);
   context_ = options.context > 0 ? options.context : c.context_length;
+  kv_type_ = options.kv ? *options.kv : default_kv_type(c, context_, options.kv_budget_bytes);
   d_ = c.d_model;
   streams_ = c.residual.kind == ResidualKind::mhc ? c.residual.streams : 1;
   const int L = c.n_layers();
@@ -66,10 +69,10 @@ Session::Session(std::shared_ptr<const Model> model, const SessionOptions& optio
     const bool own = c.has_cache(i);
     if (own && (m.kind == MixerKind::attention || m.kind == MixerKind::relu2_attention)) {
       const bool ring = m.window > 0 && m.window < context_;
-      kv_[size_t(i)].init(m.n_kv_heads * m.head_dim, ring ? m.window : context_, ring);
+      kv_[size_t(i)].init(m.n_kv_heads, m.head_dim, ring ? m.window : context_, ring, kv_type_);
     }
     if (m.kind == MixerKind::mla) {
-      mla_[size_t(i)].init(m, context_);
+      mla_[size_t(i)].init(m, context_, kv_type_);
       mla_scratch_.reserve(m, context_);
     }
     if (m.kind == MixerKind::gdn || m.kind == MixerKind::gdn2) {
@@ -113,15 +116,39 @@ Session::Session(std::shared_ptr<const Model> model, const SessionOptions& optio
 double Session::cache_bytes_per_token() const {
   double bytes = 0;
   for (const KvCache& kv : kv_)
-    if (!kv.empty() && !kv.ring) bytes += 2.0 * kv.kv_dim * sizeof(float);
-  for (const MlaCache& m : mla_) bytes += double(m.latent_dim + m.key_dim) * sizeof(float);
+    if (!kv.empty() && !kv.ring) bytes += kv.bytes_per_token();
+  for (const MlaCache& m : mla_)
+    if (!m.empty()) bytes += m.bytes_per_token();
   return bytes;
+}
+
+double Session::cache_bytes_per_token(const ModelConfig& c, KvType type) {
+  double bytes = 0;
+  for (int i = 0; i < c.n_layers(); ++i) {
+    const MixerSpec& m = c.mixer(i);
+    if (m.kind == MixerKind::mla) {
+      MlaCache cache;
+      cache.init(m, 1, type);
+      bytes += cache.bytes_per_token();
+    } else if (c.has_cache(i) && (m.kind == MixerKind::attention || m.kind == MixerKind::relu2_attention) &&
+               !(m.window > 0 && m.window < c.context_length)) {
+      KvCache cache;
+      cache.init(m.n_kv_heads, m.head_dim, 1, false, type);
+      bytes += cache.bytes_per_token();
+    }
+  }
+  return bytes;
+}
+
+KvType Session::default_kv_type(const ModelConfig& c, int64_t context, double budget_bytes) {
+  if (budget_bytes <= 0) budget_bytes = 0.25 * double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+  return cache_bytes_per_token(c, KvType::f32) * double(context) <= budget_bytes ? KvType::f32 : KvType::q8;
 }
 
 double Session::fixed_state_bytes() const {
   double bytes = 0;
   for (const KvCache& kv : kv_)
-    if (kv.ring) bytes += double(kv.k.size() + kv.v.size()) * sizeof(float);
+    if (kv.ring) bytes += double(kv.bytes());
   for (const GdnState& g : gdn_) bytes += double(g.S.size() + g.conv_q.size() + g.conv_k.size() + g.conv_v.size()) * sizeof(float);
   for (const EngramGateState& e : engram_gate_) bytes += double(e.history.size()) * sizeof(float);
   return bytes;

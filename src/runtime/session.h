@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -78,6 +79,10 @@ struct SessionOptions {
   // --no-neuron-skip): ReLU^2 attention skips value rows of weight 0, ReLU^2 FFNs read only
   // the down rows of neurons that fired. Off gives the same outputs.
   bool v_skip = true, neuron_skip = true;
+  // Storage of the K/V and MLA caches (model/kv_cache.h). Unset: f32 when the caches at f32
+  // for the whole context fit in kv_budget_bytes, q8 otherwise (default_kv_type).
+  std::optional<KvType> kv = std::nullopt;
+  double kv_budget_bytes = 0;  // 0: a quarter of the machine's physical memory
 };
 
 // One named piece of a session's mutable state, as bytes (runtime/session_state.h).
@@ -114,6 +119,15 @@ class Session {
   // (full K/V and MLA caches), and bytes that do not grow (window rings, recurrent states).
   double cache_bytes_per_token() const;
   double fixed_state_bytes() const;
+  // The same growth for a config and cache type without a session: caches of the layers
+  // that grow at the config's context_length, allocated for one token and measured.
+  static double cache_bytes_per_token(const ModelConfig& c, KvType type);
+  // The rule for an unset SessionOptions::kv: f32 when cache_bytes_per_token(c, f32) x
+  // context fits in budget_bytes (0: a quarter of physical memory), else q8.
+  static KvType default_kv_type(const ModelConfig& c, int64_t context, double budget_bytes = 0);
+  KvType kv_type() const { return kv_type_; }
+  // V rows of the ReLU^2 layers read and skipped so far (V-skip per KV group).
+  const VReads& v_reads() const { return attn_.v_reads; }
 
   // The experts each MoE layer chose for the last token run through it ([layer][top_k]).
   const std::vector<std::vector<int32_t>>& last_experts() const { return last_experts_; }
@@ -147,6 +161,7 @@ class Session {
 
   std::shared_ptr<const Model> model_;
   int64_t context_ = 0;
+  KvType kv_type_ = KvType::f32;
   kernels::ThreadPool* pool_;  // the process's pool of options.threads threads
   std::vector<int32_t> history_;
   std::vector<KvCache> kv_;                 // per layer; empty without a cache of its own

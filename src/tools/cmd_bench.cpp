@@ -15,13 +15,14 @@
 #include "serve/bench_parallel.h"
 #include "text/tokenizer.h"
 #include "tools/commands.h"
+#include "tools/kv_option.h"
 
 namespace wren::tools {
 
 namespace {
 
 struct BenchArgs {
-  std::string model, output = "md", lm_head = "prescore";
+  std::string model, output = "md", lm_head = "prescore", kv = "auto";
   BenchOptions o;
   int probe_mib = 1024;
   bool no_early_exit = false, no_vskip = false, no_neuron_skip = false;
@@ -41,13 +42,16 @@ nlohmann::json to_json(const BenchArgs& a, const std::string& name, const ModelS
                       {"test", r.test.name()}, {"repetitions", a.o.repetitions}, {"avg_ts", r.avg_ts},
                       {"stddev_ts", r.stddev_ts}, {"samples_ts", r.samples_ts}, {"early_exit", a.o.early_exit},
                       {"lm_head", a.lm_head}, {"v_skip", a.o.v_skip}, {"neuron_skip", a.o.neuron_skip},
-                      {"int8_path", kernels::active_int8_path()}};
+                      {"int8_path", kernels::active_int8_path()}, {"kv", a.kv}};
   if (r.test.n_gen > 0) {
     j["bytes_per_token"] = {{"weights", r.bytes.weights}, {"kv", r.bytes.kv}, {"engram_rows", r.bytes.engram},
                             {"lm_head", r.bytes.lm_head}, {"total", r.bytes.total()}};
     j["lm_head_rows_rescored"] = r.lm_head_rescored;
     j["bandwidth_bytes_per_s"] = r.bandwidth;
     j["roofline_pct"] = 100 * r.roofline;
+    const double v_rows = double(r.v_reads.read + r.v_reads.skipped);
+    j["v_rows_skipped_pct"] = v_rows > 0 ? 100 * double(r.v_reads.skipped) / v_rows : 0.0;
+    j["v_bytes_skipped_per_token"] = r.v_reads.bytes_skipped / r.test.n_gen;
   }
   return j;
 }
@@ -74,6 +78,7 @@ void run(BenchArgs a) {
   a.o.early_exit = !a.no_early_exit;
   a.o.v_skip = !a.no_vskip, a.o.neuron_skip = !a.no_neuron_skip;
   a.o.lm_head_prescore = a.lm_head == "prescore";
+  a.o.kv = kv_choice(a.kv);
   a.o.probe_bytes = size_t(a.probe_mib) << 20;
   const std::vector<BenchTest> tests = bench_tests(a.o);
   auto model = open_model(a.model);
@@ -123,6 +128,7 @@ void register_bench(CLI::App& app) {
   cmd->add_flag("--no-early-exit", a.no_early_exit, "run every layer for every prompt token");
   cmd->add_flag("--no-vskip", a.no_vskip, "ReLU^2 attention reads every value row, weight 0 or not");
   cmd->add_flag("--no-neuron-skip", a.no_neuron_skip, "ReLU^2 FFNs read every down row, fired or not");
+  add_kv_option(cmd, a.kv);
   cmd->add_option("--lm-head", a.lm_head, "prescore (4-bit copy, candidates rescored) or exact")
       ->check(CLI::IsMember({"prescore", "exact"}))->capture_default_str();
   cmd->add_option("--parallel", a.parallel, "stream counts: aggregate decode speed of that many requests at once "

@@ -12,13 +12,14 @@
 #include "text/tokenizer.h"
 #include "tools/commands.h"
 #include "tools/sampling_options.h"
+#include "tools/kv_option.h"
 
 namespace wren::tools {
 
 namespace {
 
 struct GenerateArgs {
-  std::string model, prompt, lm_head = "prescore";
+  std::string model, prompt, lm_head = "prescore", kv = "auto";
   int threads = 2;
   int64_t context = 0;
   GenerationOptions gen;
@@ -35,13 +36,13 @@ void print_stats(const GenerateArgs& a, const Model& model, const Session& sessi
                "generation: %d tokens; %lld decode steps in %.3f s (%.2f tokens/s)\n"
                "bytes read per decode token: %.2f MB weights + %.2f KB engram rows + %.3f MB LM head (%s, %.0f rows"
                " in its stored type) + %.3f MB cache at %lld tokens = %.2f MB (%.2f GB/s at this speed)\n"
-               "sequence state: %.0f bytes per token of context (f32) + %.2f MB fixed (windows, recurrent states)\n",
+               "sequence state: %.0f bytes per token of context (%s) + %.2f MB fixed (windows, recurrent states)\n",
                (long long)t.prompt_tokens, t.prefill_s, double(t.prompt_tokens) / t.prefill_s,
                a.no_early_exit ? model.config.n_layers() : model.prefill_exit, model.config.n_layers(), t.generated,
                (long long)t.decode_steps, t.decode_s, t.decode_tokens_per_s(), b.weights / 1e6, b.engram / 1e3,
                head_bytes / 1e6, a.lm_head.c_str(), t.lm_head_rescored / steps, b.kv / 1e6,
                (long long)session.position(), total / 1e6, total * t.decode_tokens_per_s() / 1e9,
-               session.cache_bytes_per_token(), session.fixed_state_bytes() / 1e6);
+               session.cache_bytes_per_token(), to_string(session.kv_type()), session.fixed_state_bytes() / 1e6);
 }
 
 void run(GenerateArgs a) {
@@ -55,7 +56,7 @@ void run(GenerateArgs a) {
   const int64_t need = int64_t(prompt.size()) + a.gen.max_tokens;
   const int64_t context = a.context ? a.context : std::min<int64_t>(model->config.context_length, std::max<int64_t>(4096, need));
   Session session(model, {.context = context, .threads = a.threads, .lm_head = lm_head_for(a.gen.sampling, a.lm_head == "prescore"),
-                           .v_skip = !a.no_vskip, .neuron_skip = !a.no_neuron_skip});
+                           .v_skip = !a.no_vskip, .neuron_skip = !a.no_neuron_skip, .kv = kv_choice(a.kv)});
   Generation gen(session, tok, a.gen);
   std::cout << a.prompt << std::flush;
   gen.prefill(prompt, !a.no_early_exit);
@@ -77,6 +78,7 @@ void register_generate(CLI::App& app) {
   cmd->add_option("--stop", a.gen.stops, "stop when this text is produced (repeatable)");
   cmd->add_option("--context", a.context, "session context in tokens (default: what the run needs, at least 4096, at most the model's)")->check(CLI::NonNegativeNumber);
   cmd->add_option("-t,--threads", a.threads, "threads")->check(CLI::PositiveNumber)->capture_default_str();
+  add_kv_option(cmd, a.kv);
   cmd->add_flag("--stats", a.stats, "print speeds and bytes read per token");
   cmd->add_flag("--no-early-exit", a.no_early_exit, "run every layer for every prompt token");
   cmd->add_flag("--no-vskip", a.no_vskip, "ReLU^2 attention reads every value row, weight 0 or not");

@@ -9,13 +9,14 @@
 #include "runtime/perplexity.h"
 #include "text/tokenizer.h"
 #include "tools/commands.h"
+#include "tools/kv_option.h"
 
 namespace wren::tools {
 
 namespace {
 
 struct PerplexityArgs {
-  std::string model, file;
+  std::string model, file, kv = "auto";
   int64_t context = 0;
   int threads = 2;
   int64_t max_windows = 0;
@@ -32,7 +33,7 @@ void run(const PerplexityArgs& a) {
     throw std::runtime_error(a.file + ": " + std::to_string(tokens.size()) + " tokens, fewer than one window of " +
                              std::to_string(n_ctx));
   WindowScore score;
-  score_windows(model, tok, tokens, windows, {.context = n_ctx, .threads = a.threads, .progress = stderr}, score);
+  score_windows(model, tok, tokens, windows, {.context = n_ctx, .threads = a.threads, .kv = kv_choice(a.kv), .progress = stderr}, score);
   std::printf("file %s: %lld windows of %lld tokens, %lld tokens scored\n", a.file.c_str(), (long long)windows,
               (long long)n_ctx, (long long)score.scored);
   std::printf("perplexity %.4f\nbits per byte %.4f\n", score.perplexity(), score.bits_per_byte());
@@ -47,6 +48,7 @@ void register_perplexity(CLI::App& app) {
   cmd->add_option("file", a.file, "UTF-8 text file")->required();
   cmd->add_option("-c,--context", a.context, "window length in tokens (default: min(model context, 512))")
       ->check(CLI::NonNegativeNumber);
+  add_kv_option(cmd, a.kv);
   cmd->add_option("--windows", a.max_windows, "evaluate at most this many windows")->check(CLI::NonNegativeNumber);
   cmd->add_option("-t,--threads", a.threads, "threads")->check(CLI::PositiveNumber)->capture_default_str();
   cmd->callback([] { run(a); });

@@ -65,7 +65,10 @@ void run(const SparsityArgs& a) {
                 {"windows", score.windows},
                 {"scored_tokens", score.scored},
                 {"perplexity", score.perplexity()},
-                {"bits_per_byte", score.bits_per_byte()}};
+                {"bits_per_byte", score.bits_per_byte()},
+                {"kernel_v_rows_read", score.v_reads.read},
+                {"kernel_v_rows_skipped", score.v_reads.skipped},
+                {"kernel_v_bytes_skipped", score.v_reads.bytes_skipped}};
     out.update(r.json);
     std::printf("%s\n", out.dump(2).c_str());
     return;
@@ -73,6 +76,10 @@ void run(const SparsityArgs& a) {
   std::printf("model %s: %lld windows of %lld tokens, %lld tokens scored\n", a.model.c_str(), (long long)score.windows,
               (long long)n_ctx, (long long)score.scored);
   std::printf("perplexity %.4f\nbits per byte %.4f\n", score.perplexity(), score.bits_per_byte());
+  const double v_rows = double(score.v_reads.read + score.v_reads.skipped);
+  std::printf("V rows the ReLU^2 kernels skipped (no head of the KV group weights the key), every query: %.1f%% "
+              "(%.1f MB)\n", v_rows > 0 ? 100 * double(score.v_reads.skipped) / v_rows : 0.0,
+              score.v_reads.bytes_skipped / 1e6);
   std::printf("V-skip: groups of %d keys at each window's last query (%lld keys)\n\n", a.skip_group, (long long)n_ctx);
   std::printf("%s", r.table.c_str());
 }
