@@ -4,14 +4,16 @@
 # AddressSanitizer and UndefinedBehaviorSanitizer; the libtorch trainer is left out of that
 # build; then the kernels' tests cross-compiled for aarch64 and run under qemu,
 # scripts/test-aarch64, and the C API's libwren.so with its example, scripts/test-capi-aarch64),
-# then the explorer page in headless Chromium
-# (scripts/test-browser). Each installs its Debian packages first (scripts/bootstrap;
-# the aarch64 and browser steps install their own).
+# then the explorer page in headless Chromium (scripts/test-browser) and the server driven by
+# the openai npm client (scripts/test-serve). Before the browser step, the libFuzzer targets
+# (tests/fuzz/) run for 25 s each (scripts/test-fuzz; `make fuzz FUZZ_SECONDS=N` runs them
+# longer). Each installs its Debian packages first (scripts/bootstrap; the aarch64, fuzz,
+# browser and serve steps install their own).
 BUILD ?= build
 ASAN  ?= $(BUILD)-asan
 JOBS  ?= 2
 
-.PHONY: bootstrap build build-asan run test test-asan test-aarch64 test-serve clean
+.PHONY: bootstrap build build-asan run test test-asan test-aarch64 test-serve fuzz clean
 bootstrap:
 	@scripts/bootstrap
 
@@ -34,6 +36,7 @@ test: build build-asan
 	cd $(ASAN) && ctest --output-on-failure -j $(JOBS)
 	JOBS=$(JOBS) scripts/test-aarch64 $(BUILD)-aarch64
 	JOBS=$(JOBS) scripts/test-capi-aarch64 $(BUILD)-capi-aarch64 $(BUILD)/wren
+	JOBS=$(JOBS) FUZZ_SECONDS=25 scripts/test-fuzz $(BUILD)-fuzz
 	scripts/test-browser $(BUILD)/wren
 	scripts/test-serve $(BUILD)/wren
 
@@ -48,5 +51,10 @@ test-serve:
 test-aarch64:
 	JOBS=$(JOBS) scripts/test-aarch64 $(BUILD)-aarch64
 
+# The fuzz targets (tests/fuzz/) for FUZZ_SECONDS each: make fuzz FUZZ_SECONDS=600
+FUZZ_SECONDS ?= 60
+fuzz:
+	JOBS=$(JOBS) FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/test-fuzz $(BUILD)-fuzz
+
 clean:
-	rm -rf $(BUILD) $(ASAN) $(BUILD)-aarch64 $(BUILD)-capi-aarch64
+	rm -rf $(BUILD) $(ASAN) $(BUILD)-aarch64 $(BUILD)-capi-aarch64 $(BUILD)-fuzz

@@ -55,8 +55,15 @@ TEST(ShippedModel, PredictsUnseenTextFarBetterThanItsInit) {
   const double trained = bits_per_byte(shipped, kUnseen, 64), at_init = bits_per_byte(init, kUnseen, 64);
   std::filesystem::remove_all(init);
   std::printf("unseen paragraph: %.3f bits per byte trained, %.3f at init\n", trained, at_init);
-  EXPECT_GT(at_init, 2.5);            // near uniform over 4,096 tokens
-  EXPECT_LT(trained, 0.7 * at_init);  // measured 1.42 against 3.10
+  // Measured 1.421 trained and 3.104 at init (wren perplexity -c 64 on this paragraph gives
+  // the same figures). Both are deterministic up to the SIMD path's rounding of the q8 sums,
+  // which moves them by far less than 0.01, so the bands are about 5% wide: a model that
+  // predicts 10% worse than the shipped one fails, as does an init far from uniform over 4,096
+  // tokens (12 bits per token at ~3.9 bytes per token).
+  EXPECT_GT(at_init, 2.95);
+  EXPECT_LT(at_init, 3.25);
+  EXPECT_GT(trained, 1.35);
+  EXPECT_LT(trained, 1.49);
 }
 
 }  // namespace

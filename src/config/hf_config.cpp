@@ -21,10 +21,10 @@ namespace {
 // ---- Field readers with HF semantics (null means absent) ------------------------------
 
 // A shape-deciding integer: required, whatever default the transformers class has.
-int required_int(JsonReader& r, const std::string& key, int64_t min_value = 1) {
+int required_int(JsonReader& r, const std::string& key, int64_t min_value = 1, int64_t max_value = INT32_MAX) {
   if (!r.json().contains(key))
     r.fail(key, "missing required field (expected an integer >= " + std::to_string(min_value) + ")");
-  return r.integer(key, min_value);
+  return r.integer(key, min_value, max_value);
 }
 
 // "hidden_act": only the gated activations our FFNs implement.
@@ -96,9 +96,9 @@ ModelConfig read_model(JsonReader& r, bool tie_default, double eps_default) {
   ModelConfig c;
   c.d_model = required_int(r, "hidden_size");
   c.vocab_size = required_int(r, "vocab_size");
-  c.context_length = required_int(r, "max_position_embeddings");
+  c.context_length = required_int(r, "max_position_embeddings", 1, kMaxContext);
   c.tie_embeddings = r.boolean_or("tie_word_embeddings", tie_default);
-  c.norm.eps = r.number_or("rms_norm_eps", eps_default, 0.0, 1.0);
+  c.norm.eps = r.number_or("rms_norm_eps", eps_default, 1e-12, 1.0);  // as the model description: eps > 0
   return c;
 }
 
@@ -238,7 +238,7 @@ struct DenseFamily {
 
 ModelConfig map_dense(JsonReader& r, const DenseFamily& fam) {
   ModelConfig c = read_model(r, false, 1e-6);
-  const int L = required_int(r, "num_hidden_layers");
+  const int L = required_int(r, "num_hidden_layers", 1, kMaxLayers);
   MixerSpec m = read_attention(r, c, 10000.0);
   if (fam.qkv_bias_always) {
     m.qkv_bias = true;
@@ -271,7 +271,7 @@ ModelConfig map_qwen3(JsonReader& r) { return map_dense(r, {.qk_norm = true, .wi
 // Mixtral: Mistral attention, every FFN a softmax-routed MoE with the top-k renormalised.
 ModelConfig map_mixtral(JsonReader& r) {
   ModelConfig c = read_model(r, false, 1e-5);
-  const int L = required_int(r, "num_hidden_layers");
+  const int L = required_int(r, "num_hidden_layers", 1, kMaxLayers);
   MixerSpec m = read_attention(r, c, 1e6);
   int window = r.integer_or("sliding_window", 0, 0);
   std::vector<bool> local = read_sliding_layers(r, L, window, [](int) { return true; });
@@ -286,7 +286,7 @@ ModelConfig map_mixtral(JsonReader& r) {
 // Qwen3-MoE: Qwen3 attention; routed FFNs except in mlp_only_layers.
 ModelConfig map_qwen3_moe(JsonReader& r) {
   ModelConfig c = read_model(r, false, 1e-6);
-  const int L = required_int(r, "num_hidden_layers");
+  const int L = required_int(r, "num_hidden_layers", 1, kMaxLayers);
   MixerSpec m = read_attention(r, c, 10000.0);
   m.qk_norm = QkNorm::head;
   m.qkv_bias = m.o_bias = r.boolean_or("attention_bias", false);
@@ -306,7 +306,7 @@ ModelConfig map_qwen3_moe(JsonReader& r) {
 ModelConfig map_qwen3_next(JsonReader& r) {
   ModelConfig c = read_model(r, false, 1e-6);
   c.norm.unit_offset = true;
-  const int L = required_int(r, "num_hidden_layers");
+  const int L = required_int(r, "num_hidden_layers", 1, kMaxLayers);
   MixerSpec full = read_attention(r, c, 10000.0);
   full.qk_norm = QkNorm::head;
   full.output_gate = true;  // q_proj emits the query and a per-channel gate: o *= sigmoid(g)
@@ -342,7 +342,7 @@ ModelConfig map_qwen3_next(JsonReader& r) {
 // routed experts every moe_layer_freq-th layer with shared experts beside them.
 ModelConfig map_deepseek(JsonReader& r, bool v3) {
   ModelConfig c = read_model(r, false, 1e-6);
-  const int L = required_int(r, "num_hidden_layers");
+  const int L = required_int(r, "num_hidden_layers", 1, kMaxLayers);
   if (r.boolean_or("attention_bias", false)) r.fail("attention_bias", "MLA projections with biases are not supported (expected false)");
   MixerSpec m;
   m.kind = MixerKind::mla;
@@ -393,7 +393,7 @@ ModelConfig map_deepseek_v3(JsonReader& r) { return map_deepseek(r, true); }
 // attention and final logits; Gemma 3 adds per-head QK-norm and a separate RoPE base for local layers.
 ModelConfig map_gemma(JsonReader& r, int version) {
   ModelConfig c = read_model(r, true, 1e-6);
-  const int L = required_int(r, "num_hidden_layers");
+  const int L = required_int(r, "num_hidden_layers", 1, kMaxLayers);
   c.embedding_scale = std::sqrt(double(c.d_model));
   c.norm.placement = NormPlacement::sandwich;
   c.norm.unit_offset = true;
@@ -436,7 +436,7 @@ Json gemma3_text_defaults() {
 // OLMoE: MHA with RMSNorm over the whole q and k projections, 64 softmax-routed experts, no renormalisation.
 ModelConfig map_olmoe(JsonReader& r) {
   ModelConfig c = read_model(r, false, 1e-5);
-  const int L = required_int(r, "num_hidden_layers");
+  const int L = required_int(r, "num_hidden_layers", 1, kMaxLayers);
   MixerSpec m = read_attention(r, c, 10000.0);
   m.qk_norm = QkNorm::full;
   m.qkv_bias = m.o_bias = r.boolean_or("attention_bias", false);
@@ -453,7 +453,7 @@ ModelConfig map_olmoe(JsonReader& r) {
 // logit per head; experts with biases and the clamped SwiGLU; softmax over the chosen router logits.
 ModelConfig map_gpt_oss(JsonReader& r) {
   ModelConfig c = read_model(r, false, 1e-5);
-  const int L = required_int(r, "num_hidden_layers");
+  const int L = required_int(r, "num_hidden_layers", 1, kMaxLayers);
   MixerSpec m = read_attention(r, c, 150000.0);
   m.qkv_bias = m.o_bias = r.boolean_or("attention_bias", true);
   m.sinks = true;
@@ -532,15 +532,16 @@ ModelConfig import_hf_config(const Json& j, const std::string& origin) {
     c = it->second(r);
   }
   c.name = model_name(r, origin);
-  validate_model_config(c, origin);
-  return c;
+  // Read back through the model-description reader, so an import is exactly what `explore`
+  // and the engine accept (its ranges, e.g. norm.eps > 0, are checked there once).
+  return parse_model_config(to_json(c), origin + " (imported)");
 }
 
 ModelConfig load_hf_config(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   std::string file = fs::is_directory(path, ec) ? (fs::path(path) / "config.json").string() : path;
-  return import_hf_config(parse_json_file(file), file);
+  return import_hf_config(parse_json_file(file, kConfigJsonLimits), file);
 }
 
 }  // namespace wren

@@ -133,22 +133,4 @@ void JsonReader::finish() const {
     if (!used_.count(it.key())) fail(it.key(), "unknown field");
 }
 
-std::string json_value_text(const Json& v) {
-  std::string s = v.dump();
-  if (s.size() > 60) s = s.substr(0, 57) + "...";
-  const char* type = v.is_null() ? "null" : v.is_boolean() ? "boolean" : v.is_number() ? "number"
-                   : v.is_string() ? "string" : v.is_array() ? "list" : "object";
-  return s + " (" + type + ")";
-}
-
-Json parse_json_file(const std::string& path) {
-  const std::optional<std::string> text = try_read_file(path);
-  if (!text) throw ConfigError(path + ": cannot open file");
-  try {
-    return Json::parse(*text);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw ConfigError(path + ": invalid JSON: " + e.what());
-  }
-}
-
 }  // namespace wren

@@ -7,6 +7,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace wren {
@@ -55,6 +56,20 @@ class JsonReader {
 };
 
 std::string json_value_text(const Json& v);  // a short rendering of a value for messages
-Json parse_json_file(const std::string& path);  // ConfigError naming the file on failure
+
+// Limits every JSON read of untrusted text obeys (config/json_parse.cpp). The depth bounds the
+// recursion of everything that walks a value afterwards (copies, dumps, destructors); the size
+// bounds what a file can make us allocate before a single field is read.
+struct JsonLimits {
+  uint64_t max_bytes = uint64_t(256) << 20;  // a real tokenizer.json is 2-30 MB
+  int max_depth = 64;                         // our files nest 6 levels at most
+};
+inline constexpr JsonLimits kConfigJsonLimits{.max_bytes = uint64_t(4) << 20, .max_depth = 64};
+
+// Parses `text` strictly (no duplicate keys, no comments, finite numbers) into an ordered
+// value, in time linear in its size; any fault is a ConfigError "origin: invalid JSON ...".
+Json parse_json(std::string_view text, const std::string& origin, const JsonLimits& limits = {});
+// The file read with limits.max_bytes at most, then parse_json; ConfigError naming the file.
+Json parse_json_file(const std::string& path, const JsonLimits& limits = {});
 
 }  // namespace wren

@@ -175,6 +175,13 @@ struct LayerSpec {
 struct NamedMixer { std::string name; MixerSpec spec; };
 struct NamedFfn { std::string name; FfnSpec spec; };
 
+// What a file may ask for (docs/model-config.md, "Limits"), checked while reading, before any
+// of it sizes an allocation: far above every published model (126 layers, 10M tokens of
+// context, 262k vocabulary, 2^24-wide rows), far below what would exhaust memory by itself.
+inline constexpr int kMaxLayers = 1024;
+inline constexpr int64_t kMaxContext = int64_t(1) << 24;
+inline constexpr int64_t kMaxWidth = int64_t(1) << 24;  // d_model, vocab rows, every product of widths
+
 struct ModelConfig {
   std::string name;
   int d_model = 0;

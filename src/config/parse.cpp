@@ -153,8 +153,10 @@ void parse_layers(JsonReader& top, ModelConfig& c) {
         r.fail("kv", "expected \"own\", {\"bridge\": layer} or {\"reuse\": layer}, got " + json_value_text(kv));
       }
     }
-    int repeat = r.integer_or("repeat", 1, 1, 100000);
+    const int repeat = r.integer_or("repeat", 1, 1, kMaxLayers);
     r.finish();
+    if (c.layers.size() + size_t(repeat) > size_t(kMaxLayers))
+      r.fail("repeat", "the schedule would have more than " + std::to_string(kMaxLayers) + " layers");
     for (int k = 0; k < repeat; ++k) c.layers.push_back(l);
   }
 }
@@ -169,7 +171,7 @@ ModelConfig parse_model_config(const Json& j, const std::string& origin) {
   c.vocab_size = r.integer("vocab_size", 1);
   c.vocab_pad = r.integer_or("vocab_pad", 0, 0);
   c.tie_embeddings = r.boolean_or("tie_embeddings", false);
-  c.context_length = r.integer("context_length", 1);
+  c.context_length = r.integer("context_length", 1, kMaxContext);
   c.embedding_scale = r.number_or("embedding_scale", 1.0, 0.0, 1e6);
   c.logit_softcap = r.number_or("logit_softcap", 0.0, 0.0, 1e6);
   if (r.has("norm")) {
@@ -210,7 +212,6 @@ void validate_model_config(const ModelConfig& c, const std::string& origin) {
   auto num = [](long long x) { return std::to_string(x); };
   // The engine indexes with int: every width, and every product of widths it allocates, stays
   // below 2^24 values (a 16M-wide row), far from overflow.
-  constexpr int64_t kMaxWidth = int64_t(1) << 24;
   auto bounded = [&](const std::string& where, int64_t value) {
     if (value > kMaxWidth) fail(where, "size " + num(value) + " exceeds 2^24 values");
   };
@@ -259,6 +260,9 @@ void validate_model_config(const ModelConfig& c, const std::string& origin) {
       fail("ffns." + name + ".latent_dim", "latent experts with swiglu_oai are not supported");
 
   const int L = c.n_layers();
+  if (L > kMaxLayers) fail("layers", num(L) + " layers, more than the limit of " + num(kMaxLayers));
+  if (c.context_length > kMaxContext)
+    fail("context_length", "value " + num(c.context_length) + " must be <= " + num(kMaxContext));
   for (int i = 0; i < L; ++i) {
     const LayerSpec& l = c.layers[i];
     const MixerSpec& m = c.mixer(i);
@@ -318,13 +322,7 @@ std::vector<std::string> preset_names() {
 ModelConfig load_preset(const std::string& name) {
   for (auto& [n, text] : embedded_presets())
     if (n == name) {
-      Json j;
-      try {
-        j = Json::parse(text);
-      } catch (const nlohmann::json::parse_error& e) {
-        throw ConfigError("preset " + name + ": invalid JSON: " + e.what());
-      }
-      return parse_model_config(j, "preset " + name);
+      return parse_model_config(parse_json(text, "preset " + name, kConfigJsonLimits), "preset " + name);
     }
   std::string list;
   for (auto& n : preset_names()) list += (list.empty() ? "" : ", ") + n;
@@ -336,9 +334,9 @@ ModelConfig resolve_model_config(const std::string& name_or_path) {
   std::error_code ec;
   if (fs::is_directory(name_or_path, ec)) {
     std::string p = (fs::path(name_or_path) / "config.json").string();
-    return parse_model_config(parse_json_file(p), p);
+    return parse_model_config(parse_json_file(p, kConfigJsonLimits), p);
   }
-  if (fs::exists(name_or_path, ec)) return parse_model_config(parse_json_file(name_or_path), name_or_path);
+  if (fs::exists(name_or_path, ec)) return parse_model_config(parse_json_file(name_or_path, kConfigJsonLimits), name_or_path);
   return load_preset(name_or_path);
 }
 

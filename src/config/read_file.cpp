@@ -1,6 +1,8 @@
 #include "config/read_file.h"
 
+#include <cstdio>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <stdexcept>
 
@@ -19,6 +21,37 @@ std::string read_file(const std::string& path) {
   std::optional<std::string> bytes = try_read_file(path);
   if (!bytes) throw std::runtime_error(path + ": cannot open");
   return std::move(*bytes);
+}
+
+BoundedRead read_file_at_most(const std::string& path, uint64_t max_bytes) {
+  BoundedRead out;
+  const bool in_stdin = path == "-";
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(in_stdin ? stdin : std::fopen(path.c_str(), "rb"),
+                                                    in_stdin ? [](std::FILE*) { return 0; } : &std::fclose);
+  if (!f) return {ReadStatus::cannot_open, {}};
+  constexpr size_t kChunk = size_t(1) << 16;
+  for (;;) {
+    const size_t at = out.bytes.size();
+    out.bytes.resize(at + kChunk);
+    const size_t n = std::fread(out.bytes.data() + at, 1, kChunk, f.get());
+    out.bytes.resize(at + n);
+    if (out.bytes.size() > max_bytes) return {ReadStatus::too_large, {}};
+    if (n < kChunk) break;
+  }
+  if (std::ferror(f.get())) return {ReadStatus::cannot_open, {}};
+  return out;
+}
+
+std::string read_file_bounded(const std::string& path, uint64_t max_bytes, const std::string& what) {
+  BoundedRead r = read_file_at_most(path, max_bytes);
+  if (r.status == ReadStatus::cannot_open) throw std::runtime_error(path + ": cannot open");
+  if (r.status == ReadStatus::too_large)
+    throw std::runtime_error(path + ": larger than the limit of " + std::to_string(max_bytes) + " bytes for " + what);
+  return std::move(r.bytes);
+}
+
+std::string read_text_input(const std::string& path) {
+  return read_file_bounded(path, kMaxTextInput, "a text input");
 }
 
 }  // namespace wren

@@ -52,11 +52,12 @@ ModelFiles::ModelFiles(const std::string& dir) : dir_(dir) {
   const fs::path root(dir);
   const std::string config_path = (root / "config.json").string();
   if (!fs::exists(config_path, ec)) throw IoError(dir + ": no config.json (not a model directory?)");
-  config_ = parse_model_config(parse_json_file(config_path), config_path);
+  config_ = parse_model_config(parse_json_file(config_path, kConfigJsonLimits), config_path);
 
   const std::string tok = tokenizer_path();
   if (!fs::exists(tok, ec)) throw IoError(dir + ": no tokenizer.json");
-  check_tokenizer_json(parse_json_file(tok), config_, tok);
+  tokenizer_json_ = parse_json_file(tok);
+  check_tokenizer_json(tokenizer_json_, config_, tok);
 
   std::vector<std::string> paths;
   for (const auto& e : fs::directory_iterator(root))
@@ -161,12 +162,7 @@ void write_model_dir(const std::string& dir, const ModelConfig& c, const WeightS
   const std::string config_origin = (target / "config.json").string();
   validate_model_config(c, config_origin);
   if (options.tokenizer_json.empty()) throw IoError(target.string() + ": no tokenizer.json contents given");
-  Json tok;
-  try {
-    tok = Json::parse(options.tokenizer_json);
-  } catch (const nlohmann::json::exception& e) {
-    throw IoError((target / "tokenizer.json").string() + ": invalid JSON: " + e.what());
-  }
+  const Json tok = parse_json(options.tokenizer_json, (target / "tokenizer.json").string());
   check_tokenizer_json(tok, c, (target / "tokenizer.json").string());
 
   for (auto& [name, contents] : options.extra_files)

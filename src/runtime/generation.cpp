@@ -20,6 +20,17 @@ LmHeadMode lm_head_for(const SamplerParams& p, bool prescore) {
   return {.prescore = false};
 }
 
+void check_finite_logits(std::span<const float> logits, int64_t rows, const ModelConfig& c, int64_t position) {
+  const int64_t n = std::min<int64_t>(rows, int64_t(logits.size()));
+  for (int64_t v = 0; v < n; ++v) {
+    const float x = logits[size_t(v)];
+    if (std::isnan(x) || x == INFINITY)
+      throw std::runtime_error((c.name.empty() ? std::string("model") : "model " + c.name) + ": logit of token " +
+                               std::to_string(v) + " is " + (std::isnan(x) ? "NaN" : "+Inf") + " at position " +
+                               std::to_string(position) + " (NaN or Inf in the weights, or an overflow)");
+  }
+}
+
 Generation::Generation(Session& session, const text::Tokenizer& tok, const GenerationOptions& o)
     : session_(session), tok_(tok), o_(o), sampler_(o.sampling), stop_(o.stops), decoder_(tok, true),
       logits_(size_t(session.vocab_rows())) {}
@@ -40,6 +51,7 @@ std::string_view Generation::choose() {
   const auto t0 = std::chrono::steady_clock::now();
   // Rows the tokenizer has no text for (a model vocabulary padded past it) are never sampled.
   std::fill(logits_.begin() + std::min<int64_t>(tok_.vocab_size(), int64_t(logits_.size())), logits_.end(), -INFINITY);
+  check_finite_logits(logits_, tok_.vocab_size(), session_.model().config, session_.position());
   const int32_t next = sampler_.sample(logits_, session_.history());
   const bool end = (o_.eos && next == *o_.eos) ||
                    std::find(o_.end_tokens.begin(), o_.end_tokens.end(), next) != o_.end_tokens.end();

@@ -33,6 +33,11 @@ struct GenerationOptions {
 // penalty (which reorders logits after the head), the exact head.
 LmHeadMode lm_head_for(const SamplerParams& p, bool prescore);
 
+// NaN or +Inf in the first `rows` logits (-Inf is a masked row) means NaN / Inf weights or an
+// overflow: std::runtime_error "<model>: non-finite logit ... at position P" instead of
+// sampling garbage. One pass over the vocabulary, small beside the LM head that wrote it.
+void check_finite_logits(std::span<const float> logits, int64_t rows, const ModelConfig& c, int64_t position);
+
 // Time spent per kind of step. A decode step is one generated token run through the model
 // (with its sampling and streaming); the last token, sampled but never run, is not one.
 struct GenerationTimes {

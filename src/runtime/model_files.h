@@ -8,11 +8,19 @@
 
 #include "io/model_dir.h"
 #include "model/model.h"
+#include "text/tokenizer.h"
 
 namespace wren {
 
 // Opens DIR (config.json, *.safetensors, engram.safetensors, tokenizer.json), validated.
 std::shared_ptr<const Model> open_model(const std::string& dir);
+
+// open_model and the directory's tokenizer, tokenizer.json parsed once for both.
+struct OpenedModel {
+  std::shared_ptr<const Model> model;
+  text::Tokenizer tokenizer;
+};
+OpenedModel open_model_and_tokenizer(const std::string& dir);
 
 // Writes a randomly initialised model directory for `c` (config/init_rule, model/weights),
 // matrices and tables in `matrices` (q8/q4 with `group`), streamed tensor by tensor so that

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "config/read_file.h"
+#include "runtime/generation.h"
 
 namespace wren {
 
@@ -14,7 +15,7 @@ double WindowScore::perplexity() const { return std::exp(nll / double(scored)); 
 double WindowScore::bits_per_byte() const { return nll / std::log(2.0) / bytes; }
 
 std::vector<int32_t> tokenize_file(const text::Tokenizer& tok, const std::string& path) {
-  return tok.encode(read_file(path), false);
+  return tok.encode(read_text_input(path), false);
 }
 
 int64_t window_length(const ModelConfig& c, int64_t requested) {
@@ -49,6 +50,7 @@ void score_windows(const std::shared_ptr<const Model>& model, const text::Tokeni
     for (int64_t i = 0; i + 1 < n_ctx; ++i) {
       session.decode(window[i], logits.data());
       if (i + 1 < n_ctx / 2) continue;
+      check_finite_logits(logits, vocab, model->config, session.position());
       score.nll += nll(logits.data(), vocab, window[i + 1]);
       score.bytes += double(tok.token_to_piece(window[i + 1]).size());
       ++score.scored;

@@ -20,6 +20,7 @@
 #include "config/layer_plan.h"
 #include "kernels/ops.h"
 #include "model/engram.h"
+#include "runtime/session_budget.h"
 
 namespace wren {
 
@@ -50,6 +51,7 @@ Session::Session(std::shared_ptr<const Model> model, const SessionOptions& optio
     throw std::invalid_argument("sparsity probe: made for another model shape than " + c.name);
   context_ = options.context > 0 ? options.context : c.context_length;
   kv_type_ = options.kv ? *options.kv : default_kv_type(c, context_, options.kv_budget_bytes);
+  check_session_memory(c, context_);  // before the first allocation
   d_ = c.d_model;
   streams_ = c.residual.kind == ResidualKind::mhc ? c.residual.streams : 1;
   const int L = c.n_layers();

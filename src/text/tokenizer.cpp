@@ -9,6 +9,8 @@
 namespace wren::text {
 namespace {
 
+constexpr int64_t kMaxUnusedIds = int64_t(1) << 20;  // ids a tokenizer.json may leave without a token
+
 uint64_t pair_key(int32_t a, int32_t b) { return (uint64_t(uint32_t(a)) << 32) | uint32_t(b); }
 
 // The bytes a token string stands for under the ByteLevel decoder: each character mapped back
@@ -109,7 +111,11 @@ void Tokenizer::read_vocab(JsonReader& model) {
     vocab_.emplace(it.key(), id);
     max_id = std::max(max_id, id);
   }
-  if (max_id > 16 * 1024 * 1024) model.fail("vocab", "id " + std::to_string(max_id) + " is implausibly large");
+  // Tables are indexed by id: a few gaps are fine (a reserved range), but one id of 2^24 must
+  // not make us allocate 16M entries for a handful of tokens.
+  if (int64_t(max_id) >= int64_t(vocab_.size()) + kMaxUnusedIds)
+    model.fail("vocab", "id " + std::to_string(max_id) + " leaves more than " + std::to_string(kMaxUnusedIds) +
+                            " ids unused among " + std::to_string(vocab_.size()) + " tokens (ids must be nearly dense)");
   texts_.assign(size_t(max_id) + 1, "");
   kind_.assign(size_t(max_id) + 1, 0);
   for (auto& [text, id] : vocab_) {
@@ -161,7 +167,8 @@ void Tokenizer::read_added_tokens(JsonReader& root) {
   if (!list.is_array()) root.fail("added_tokens", "expected a list, got " + json_value_text(list));
   for (size_t i = 0; i < list.size(); ++i) {
     JsonReader a = root.element("added_tokens", i);
-    Added added{a.string("content"), int32_t(a.integer("id", 0, 16 * 1024 * 1024)), a.boolean_or("special", false),
+    const int64_t max_id = int64_t(texts_.size()) + int64_t(list.size()) + kMaxUnusedIds;  // as for the vocab
+    Added added{a.string("content"), int32_t(a.integer("id", 0, max_id)), a.boolean_or("special", false),
                 a.boolean_or("lstrip", false), a.boolean_or("rstrip", false)};
     if (added.content.empty()) a.fail("content", "must not be empty");
     if (a.boolean_or("single_word", false)) a.fail("single_word", "single_word added tokens are not supported");

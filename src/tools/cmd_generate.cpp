@@ -6,8 +6,10 @@
 #include <cstdio>
 #include <iostream>
 
+#include "config/read_file.h"
 #include "runtime/generation.h"
 #include "runtime/model_files.h"
+#include "runtime/session_budget.h"
 #include "runtime/stats.h"
 #include "text/tokenizer.h"
 #include "tools/commands.h"
@@ -19,11 +21,11 @@ namespace wren::tools {
 namespace {
 
 struct GenerateArgs {
-  std::string model, prompt, lm_head = "prescore", kv = "auto";
+  std::string model, prompt, prompt_file, lm_head = "prescore", kv = "auto";
   int threads = 2;
   int64_t context = 0;
   GenerationOptions gen;
-  bool stats = false, no_early_exit = false, no_vskip = false, no_neuron_skip = false;
+  bool stats = false, no_early_exit = false, no_vskip = false, no_neuron_skip = false, beyond_context = false;
 };
 
 void print_stats(const GenerateArgs& a, const Model& model, const Session& session, const GenerationTimes& t) {
@@ -46,8 +48,11 @@ void print_stats(const GenerateArgs& a, const Model& model, const Session& sessi
 }
 
 void run(GenerateArgs a) {
-  auto model = open_model(a.model);
-  const text::Tokenizer tok = text::Tokenizer::load(a.model + "/tokenizer.json");
+  if (!a.prompt_file.empty()) a.prompt = read_text_input(a.prompt_file);
+  OpenedModel opened = open_model_and_tokenizer(a.model);
+  const std::shared_ptr<const Model>& model = opened.model;
+  const text::Tokenizer& tok = opened.tokenizer;
+  check_context(a.context, model->config, a.beyond_context, a.model);
   std::vector<int32_t> prompt = tok.encode(a.prompt);
   a.gen.eos = tok.token_id("<|endoftext|>");
   if (prompt.empty()) prompt.push_back(a.gen.eos.value_or(0));  // an empty prompt starts a document
@@ -72,11 +77,13 @@ void register_generate(CLI::App& app) {
   static GenerateArgs a;
   SamplerParams& sp = a.gen.sampling;
   cmd->add_option("-m,--model", a.model, "model directory")->required();
-  cmd->add_option("prompt", a.prompt, "the prompt");
+  auto* text = cmd->add_option("prompt", a.prompt, "the prompt");
+  cmd->add_option("-f,--file", a.prompt_file, "read the prompt from this file (- for stdin)")->excludes(text);
   cmd->add_option("-n,--max-tokens", a.gen.max_tokens, "tokens to generate")->check(CLI::NonNegativeNumber)->capture_default_str();
   add_sampling_options(cmd, sp);
   cmd->add_option("--stop", a.gen.stops, "stop when this text is produced (repeatable)");
   cmd->add_option("--context", a.context, "session context in tokens (default: what the run needs, at least 4096, at most the model's)")->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--beyond-context", a.beyond_context, "allow --context above the model's context_length");
   cmd->add_option("-t,--threads", a.threads, "threads")->check(CLI::PositiveNumber)->capture_default_str();
   add_kv_option(cmd, a.kv);
   cmd->add_flag("--stats", a.stats, "print speeds and bytes read per token");

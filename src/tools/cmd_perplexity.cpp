@@ -23,8 +23,9 @@ struct PerplexityArgs {
 };
 
 void run(const PerplexityArgs& a) {
-  auto model = open_model(a.model);
-  const text::Tokenizer tok = text::Tokenizer::load(a.model + "/tokenizer.json");
+  OpenedModel opened = open_model_and_tokenizer(a.model);
+  const std::shared_ptr<const Model>& model = opened.model;
+  const text::Tokenizer& tok = opened.tokenizer;
   const std::vector<int32_t> tokens = tokenize_file(tok, a.file);
   const int64_t n_ctx = window_length(model->config, a.context);
   const int64_t windows_in_file = windows_in(int64_t(tokens.size()), n_ctx);
@@ -45,13 +46,17 @@ void register_perplexity(CLI::App& app) {
   auto* cmd = app.add_subcommand("perplexity", "perplexity and bits per byte of a text file");
   static PerplexityArgs a;
   cmd->add_option("-m,--model", a.model, "model directory")->required();
-  cmd->add_option("file", a.file, "UTF-8 text file")->required();
+  auto* positional = cmd->add_option("file", a.file, "UTF-8 text file");
+  cmd->add_option("-f,--file", a.file, "UTF-8 text file (- for stdin)")->excludes(positional);
+  cmd->callback([] {
+    if (a.file.empty()) throw std::runtime_error("perplexity: give the text file (FILE or -f FILE)");
+    run(a);
+  });
   cmd->add_option("-c,--context", a.context, "window length in tokens (default: min(model context, 512))")
       ->check(CLI::NonNegativeNumber);
   add_kv_option(cmd, a.kv);
   cmd->add_option("--windows", a.max_windows, "evaluate at most this many windows")->check(CLI::NonNegativeNumber);
   cmd->add_option("-t,--threads", a.threads, "threads")->check(CLI::PositiveNumber)->capture_default_str();
-  cmd->callback([] { run(a); });
 }
 
 }  // namespace wren::tools

@@ -34,9 +34,10 @@ struct SparsityArgs {
 };
 
 void run(const SparsityArgs& a) {
-  auto model = open_model(a.model);
+  OpenedModel opened = open_model_and_tokenizer(a.model);
+  const std::shared_ptr<const Model>& model = opened.model;
   const ModelConfig& c = model->config;
-  const text::Tokenizer tok = text::Tokenizer::load(a.model + "/tokenizer.json");
+  const text::Tokenizer& tok = opened.tokenizer;
   const int64_t n_ctx = window_length(c, a.context);
   if (a.skip_group < 1) throw std::runtime_error("--skip-group " + std::to_string(a.skip_group) + ": must be >= 1");
   // Every file is read before the (long) run, so a missing one is reported first.

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "config/read_file.h"
 #include "text/bpe_train.h"
 #include "text/tokenizer.h"
 #include "tools/commands.h"
@@ -49,10 +50,13 @@ void register_tokenizer(CLI::App& app) {
   train->callback([] { text::save_tokenizer_json(text::train_bpe_files(expand_inputs(inputs), options), out); });
 
   auto* encode = cmd->add_subcommand("encode", "print the token ids and pieces of a text");
-  static std::string path, input;
+  static std::string path, input, input_file;
   encode->add_option("-t,--tokenizer", path, "tokenizer.json")->required();
-  encode->add_option("text", input, "the text")->required();
+  auto* text = encode->add_option("text", input, "the text");
+  encode->add_option("-f,--file", input_file, "read the text from this file (- for stdin)")->excludes(text);
   encode->callback([] {
+    if (!input_file.empty()) input = read_text_input(input_file);
+    else if (input.empty()) throw std::runtime_error("tokenizer encode: give the text (TEXT or -f FILE)");
     const text::Tokenizer tok = text::Tokenizer::load(path);
     for (int32_t id : tok.encode(input)) std::cout << id << "\t" << tok.token_text(id) << "\n";
   });
