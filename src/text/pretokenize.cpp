@@ -55,9 +55,11 @@ bool is_lower_like(char32_t c) {
   return k == Category::Ll || k == Category::Lm || k == Category::Lo || k == Category::M;
 }
 
-// 's|'t|'re|'ve|'m|'ll|'d, optionally ignoring ASCII case.
+// 's|'t|'re|'ve|'m|'ll|'d, optionally ignoring case. Unicode case folding (as (?i) does in
+// Oniguruma and PCRE2) maps one non-ASCII character onto these letters: U+017F LONG S -> s.
 size_t contraction(const Text& t, size_t p, bool ignore_case) {
   if (t.end(p) || t.s[p] != '\'') return npos;
+  if (ignore_case && t.s.substr(p + 1, 2) == "\xC5\xBF") return p + 3;  // 'ſ
   auto lower = [&](size_t i) -> char {
     if (t.end(i)) return 0;
     char c = t.s[i];

@@ -1,4 +1,5 @@
-// text/: the pre-tokenizer regexes of byte-level BPE tokenizers, matched by hand.
+// text/: the pre-tokenizer regexes of byte-level BPE tokenizers, matched by hand (fast paths;
+// any other regex runs through PCRE2, pre_tokenizer.h, and tests check the two agree).
 //
 // GPT-2, cl100k (GPT-4, Llama-3), Qwen2/3 and o200k (GPT-4o) split text with regexes that use
 // Unicode classes (\p{L}, \p{N}), a lookahead (\s+(?!\S)) and case-insensitive contractions;

@@ -32,34 +32,6 @@ std::string byte_level_text(std::string_view bytes) {
   return s;
 }
 
-// One pre-tokenizer object of tokenizer.json ({"type": "ByteLevel"} or {"type": "Split"}).
-template <typename Step>
-Step read_pre_step(JsonReader r) {
-  Step step;
-  int type = r.choice("type", {"ByteLevel", "Split"});
-  if (type == 0) {
-    step.byte_level = true;
-    step.add_prefix_space = r.boolean_or("add_prefix_space", true);
-    if (r.boolean_or("use_regex", true)) step.pattern = SplitPattern::gpt2;
-    return step;
-  }
-  JsonReader pat = r.object("pattern");
-  if (!pat.has("Regex")) pat.fail("Regex", "only regex Split patterns are supported");
-  std::string regex = pat.string("Regex");
-  step.pattern = recognise_split_pattern(regex);
-  if (!step.pattern)
-    pat.fail("Regex", "unsupported pre-tokenizer regex \"" + regex +
-                          "\" (known: the GPT-2, cl100k/Llama-3, Qwen2 and o200k patterns)");
-  int behavior = r.choice("behavior", {"Isolated", "Removed"});
-  bool invert = r.boolean_or("invert", false);
-  // Removed drops the delimiters: the matches, or with invert the gaps between them.
-  if (behavior == 1) {
-    step.keep_matches = invert;
-    step.keep_gaps = !invert;
-  }
-  return step;
-}
-
 }  // namespace
 
 Tokenizer::Tokenizer() : cache_mutex_(std::make_unique<std::mutex>()) {}
@@ -79,10 +51,14 @@ Tokenizer Tokenizer::from_json(const Json& j, const std::string& origin) {
   t.read_added_tokens(root);
   t.read_normalizer(root);
   t.read_pre_tokenizer(root);
+  t.index_added_tokens();
   JsonReader dec = root.object("decoder");
   dec.choice("type", {"ByteLevel"});
   t.pieces_.resize(t.texts_.size());
   for (size_t id = 0; id < t.texts_.size(); ++id) t.pieces_[id] = bytes_of(t.texts_[id]);
+  // Hugging Face decodes an added token that matches normalized text from its normalized form.
+  for (const Added& a : t.added_)
+    if (a.normalized) t.pieces_[a.id] = bytes_of(a.match);
   return t;
 }
 
@@ -169,9 +145,11 @@ void Tokenizer::read_added_tokens(JsonReader& root) {
     JsonReader a = root.element("added_tokens", i);
     const int64_t max_id = int64_t(texts_.size()) + int64_t(list.size()) + kMaxUnusedIds;  // as for the vocab
     Added added{a.string("content"), int32_t(a.integer("id", 0, max_id)), a.boolean_or("special", false),
-                a.boolean_or("lstrip", false), a.boolean_or("rstrip", false)};
+                a.boolean_or("lstrip", false), a.boolean_or("rstrip", false), false, a.boolean_or("single_word", false), ""};
+    added.normalized = a.boolean_or("normalized", !added.special);  // Hugging Face's default
     if (added.content.empty()) a.fail("content", "must not be empty");
-    if (a.boolean_or("single_word", false)) a.fail("single_word", "single_word added tokens are not supported");
+    // As in Hugging Face, a token that is also in the vocab takes the vocab's id.
+    if (auto v = vocab_.find(added.content); v != vocab_.end()) added.id = v->second;
     if (size_t(added.id) >= texts_.size()) {
       texts_.resize(size_t(added.id) + 1);
       kind_.resize(size_t(added.id) + 1, 0);
@@ -184,92 +162,100 @@ void Tokenizer::read_added_tokens(JsonReader& root) {
     added_.push_back(std::move(added));
   }
   if (added_.size() > 65535) root.fail("added_tokens", "too many added tokens");
-  for (size_t i = 0; i < added_.size(); ++i)
-    added_by_first_byte_[uint8_t(added_[i].content[0])].push_back(uint16_t(i));
-  for (auto& v : added_by_first_byte_)
-    std::stable_sort(v.begin(), v.end(), [&](uint16_t x, uint16_t y) { return added_[x].content.size() > added_[y].content.size(); });
 }
 
-// Normalizer: none or NFC.
-void Tokenizer::read_normalizer(JsonReader& root) {
-  if (!root.has("normalizer")) return;
-  JsonReader n = root.object("normalizer");
-  int type = n.choice("type", {"NFC", "Sequence"});
-  if (type == 1) {
-    const Json& list = n.raw("normalizers");
-    if (!list.is_array() || list.size() > 1)
-      n.fail("normalizers", "only an empty list or a single NFC normalizer is supported");
-    for (size_t i = 0; i < list.size(); ++i) n.element("normalizers", i).choice("type", {"NFC"});
-  }
-  nfc_ = type == 0 || !n.raw("normalizers").empty();
-}
+void Tokenizer::read_normalizer(JsonReader& root) { normalizer_ = Normalizer::read(root); }
 
-// Pre-tokenizer: ByteLevel, or a Sequence of Splits and a ByteLevel.
 void Tokenizer::read_pre_tokenizer(JsonReader& root) {
-  if (root.has("pre_tokenizer")) {
-    JsonReader p = root.object("pre_tokenizer");
-    if (p.has("type") && p.string("type") == "Sequence") {
-      const Json& list = p.raw("pretokenizers");
-      if (!list.is_array()) p.fail("pretokenizers", "expected a list, got " + json_value_text(list));
-      for (size_t i = 0; i < list.size(); ++i) pre_steps_.push_back(read_pre_step<PreStep>(p.element("pretokenizers", i)));
-    } else {
-      pre_steps_.push_back(read_pre_step<PreStep>(p));
-    }
-  }
-  if (std::none_of(pre_steps_.begin(), pre_steps_.end(), [](const PreStep& s) { return s.byte_level; }))
+  pre_tokenizer_ = PreTokenizer::read(root);
+  if (!pre_tokenizer_.byte_level())
     root.fail("pre_tokenizer", "no ByteLevel pre-tokenizer; only byte-level BPE is supported");
+}
+
+// Added tokens that match normalized text are looked for in their normalized form, as
+// Hugging Face does; the index lists them by first byte, longest first (leftmost-longest).
+void Tokenizer::index_added_tokens() {
+  for (size_t i = 0; i < added_.size(); ++i) {
+    Added& a = added_[i];
+    a.match = a.normalized ? normalizer_.apply(a.content) : a.content;
+    if (!a.match.empty()) added_by_first_byte_[a.normalized][uint8_t(a.match[0])].push_back(uint16_t(i));
+  }
+  for (auto& by_byte : added_by_first_byte_)
+    for (auto& v : by_byte)
+      std::stable_sort(v.begin(), v.end(), [&](uint16_t x, uint16_t y) { return added_[x].match.size() > added_[y].match.size(); });
 }
 
 // ---- encoding ---------------------------------------------------------------------------
 
-const Tokenizer::Added* Tokenizer::added_at(std::string_view text, size_t p, bool allow_special) const {
-  for (uint16_t i : added_by_first_byte_[uint8_t(text[p])]) {
+const Tokenizer::Added* Tokenizer::added_at(std::string_view text, size_t p, bool normalized, bool allow_special) const {
+  for (uint16_t i : added_by_first_byte_[normalized][uint8_t(text[p])]) {
     const Added& a = added_[i];
-    if ((allow_special || !a.special) && text.compare(p, a.content.size(), a.content) == 0) return &a;
+    if ((allow_special || !a.special) && text.compare(p, a.match.size(), a.match) == 0) return &a;
   }
   return nullptr;
+}
+
+namespace {
+
+// Hugging Face's word characters for single_word added tokens (Rust's is_alphanumeric or '_').
+bool is_word_char(char32_t c) { return c == '_' || is_letter(c) || is_number(c); }
+
+// The code point that ends just before byte p (p > 0), and its first byte.
+char32_t code_point_before(std::string_view s, size_t p, size_t& start) {
+  start = p - 1;
+  while (start > 0 && (uint8_t(s[start]) & 0xC0) == 0x80 && p - start < 4) --start;
+  size_t next = start;
+  char32_t cp = next_code_point(s, next);
+  if (next != p) {  // not a whole character: the last byte alone
+    start = p - 1;
+    return 0xFFFD;
+  }
+  return cp;
+}
+
+}  // namespace
+
+template <typename Gap>
+void Tokenizer::split_added(std::string_view text, bool normalized, bool allow_special, std::vector<int32_t>& out,
+                            Gap gap) const {
+  const auto& index = added_by_first_byte_[normalized];
+  size_t start = 0;  // of the current stretch of ordinary text
+  for (size_t p = 0; p < text.size();) {
+    const Added* a = index[uint8_t(text[p])].empty() ? nullptr : added_at(text, p, normalized, allow_special);
+    if (!a) { ++p; continue; }
+    size_t seg_end = p, next = p + a->match.size(), before;
+    if (a->single_word) {  // only as a whole word: no word character touches either end
+      size_t after = next;
+      bool word_before = p > 0 && is_word_char(code_point_before(text, p, before));
+      bool word_after = next < text.size() && is_word_char(next_code_point(text, after));
+      if (word_before || word_after) { p = next; continue; }
+    }
+    if (a->lstrip)
+      while (seg_end > start && is_white_space(code_point_before(text, seg_end, before))) seg_end = before;
+    if (a->rstrip)
+      for (size_t q = next; q < text.size() && is_white_space(next_code_point(text, q));) next = q;
+    gap(text.substr(start, seg_end - start));
+    out.push_back(a->id);
+    start = p = next;
+  }
+  gap(text.substr(start));
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool allow_special) const {
   std::vector<int32_t> out;
   out.reserve(text.size() / 3);
-  size_t start = 0;  // of the current stretch of ordinary text
-  for (size_t p = 0; p < text.size();) {
-    const Added* a = added_by_first_byte_[uint8_t(text[p])].empty() ? nullptr : added_at(text, p, allow_special);
-    if (!a) { ++p; continue; }
-    size_t seg_end = p, next = p + a->content.size();
-    if (a->lstrip) while (seg_end > start && is_white_space(uint8_t(text[seg_end - 1]))) --seg_end;
-    if (a->rstrip) while (next < text.size() && is_white_space(uint8_t(text[next]))) ++next;
-    encode_segment(text.substr(start, seg_end - start), out);
-    out.push_back(a->id);
-    start = p = next;
-  }
-  encode_segment(text.substr(start), out);
+  split_added(text, false, allow_special, out, [&](std::string_view raw) {
+    if (raw.empty()) return;
+    std::string normalized = normalizer_.apply(raw);
+    split_added(normalized, true, allow_special, out, [&](std::string_view seg) { encode_segment(seg, out); });
+  });
   return out;
 }
 
 void Tokenizer::encode_segment(std::string_view text, std::vector<int32_t>& out) const {
   if (text.empty()) return;
-  std::string normalized;
-  if (nfc_) {
-    normalized = nfc(text);
-    text = normalized;
-  }
-  // Each step splits every piece further; ByteLevel may also put a space in front.
-  std::vector<std::string> pieces{std::string(text)}, next;
-  for (const PreStep& step : pre_steps_) {
-    next.clear();
-    for (std::string& piece : pieces) {
-      if (step.add_prefix_space && (piece.empty() || piece[0] != ' ')) piece.insert(0, 1, ' ');
-      if (!step.pattern) {
-        next.push_back(std::move(piece));
-        continue;
-      }
-      for (const Span& s : split_by_pattern(*step.pattern, piece))
-        if (s.match ? step.keep_matches : step.keep_gaps) next.emplace_back(piece, s.begin, s.end - s.begin);
-    }
-    pieces.swap(next);
-  }
+  std::vector<std::string> pieces;
+  pre_tokenizer_.split(text, pieces);
   for (const std::string& piece : pieces) encode_piece(piece, out);
 }
 

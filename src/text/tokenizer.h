@@ -1,8 +1,9 @@
 // text/: a byte-level BPE tokenizer read from a Hugging Face tokenizer.json (GPT-2, GPT-4o,
 // Llama-3, Qwen2/3, OLMo and our own trained ones, see bpe_train.h).
 //
-// encode: text -> split out added/special tokens (longest match first) -> normalize (NFC if
-// the file asks) -> pre-tokenize (regex split, pretokenize.h) -> bytes of each piece -> BPE:
+// encode: text -> split out added tokens that skip normalization (longest match first) ->
+// normalize (normalizer.h) -> split out the added tokens that match normalized text ->
+// pre-tokenize (pre_tokenizer.h: regex splits, ByteLevel) -> bytes of each piece -> BPE:
 // repeatedly merge the adjacent pair of lowest merge rank, leftmost first, until no pair has a
 // merge. With ignore_merges (Llama-3) a piece that is itself in the vocabulary is one token.
 // decode: ids -> the bytes each token stands for -> UTF-8 with invalid bytes as U+FFFD.
@@ -23,7 +24,8 @@
 #include <vector>
 
 #include "config/json_reader.h"
-#include "text/pretokenize.h"
+#include "text/normalizer.h"
+#include "text/pre_tokenizer.h"
 
 namespace wren::text {
 
@@ -64,13 +66,8 @@ class Tokenizer {
   struct Added {
     std::string content;
     int32_t id;
-    bool special, lstrip, rstrip;
-  };
-  struct PreStep {  // one pre-tokenizer: a regex Split or ByteLevel
-    bool byte_level = false;
-    bool add_prefix_space = false;
-    std::optional<SplitPattern> pattern;
-    bool keep_matches = true, keep_gaps = true;
+    bool special, lstrip, rstrip, normalized, single_word;
+    std::string match;  // what is looked for: content, normalized if `normalized`
   };
   struct Merge {
     int32_t rank, id;
@@ -84,12 +81,17 @@ class Tokenizer {
   void read_normalizer(JsonReader& root);
   void read_pre_tokenizer(JsonReader& root);
 
+  void index_added_tokens();
+  // Cuts text at the added tokens of one kind (normalized or not), appending their ids to
+  // out and passing each stretch between them to `gap`.
+  template <typename Gap>
+  void split_added(std::string_view text, bool normalized, bool allow_special, std::vector<int32_t>& out, Gap gap) const;
   void encode_segment(std::string_view text, std::vector<int32_t>& out) const;
   void encode_piece(std::string_view bytes, std::vector<int32_t>& out) const;
   void bpe(std::string_view bytes, std::vector<int32_t>& out) const;
   const Merge* find_merge(int32_t a, int32_t b) const;
-  // The added token that starts at text[p], longest first, or nullptr.
-  const Added* added_at(std::string_view text, size_t p, bool allow_special) const;
+  // The added token of a kind that starts at text[p], longest first, or nullptr.
+  const Added* added_at(std::string_view text, size_t p, bool normalized, bool allow_special) const;
 
   std::vector<std::string> texts_;   // by id ("" for ids nobody uses)
   std::vector<std::string> pieces_;  // by id: the bytes
@@ -98,9 +100,11 @@ class Tokenizer {
   std::unordered_map<uint64_t, Merge> merges_;
   std::array<int32_t, 256> byte_ids_{};
   std::vector<Added> added_;
-  std::array<std::vector<uint16_t>, 256> added_by_first_byte_;  // indices into added_, longest first
-  std::vector<PreStep> pre_steps_;
-  bool nfc_ = false, ignore_merges_ = false;
+  // Indices into added_ by [normalized][first byte of match], longest first.
+  std::array<std::array<std::vector<uint16_t>, 256>, 2> added_by_first_byte_;
+  Normalizer normalizer_;
+  PreTokenizer pre_tokenizer_;
+  bool ignore_merges_ = false;
 
   // Pieces repeat a lot in natural text; their tokens are remembered (bounded, cleared when full).
   mutable std::unique_ptr<std::mutex> cache_mutex_;

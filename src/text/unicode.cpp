@@ -98,8 +98,8 @@ char32_t compose(char32_t a, char32_t b) {
   return it != std::end(kCompositions) && it->first == a && it->second == b ? it->composite : 0;
 }
 
-// NFC of a run of valid code points, appended to out as UTF-8.
-void nfc_run(const std::vector<char32_t>& run, std::string& out) {
+// NFC (or with compose = false, NFD) of a run of valid code points, appended to out as UTF-8.
+void nfc_run(const std::vector<char32_t>& run, std::string& out, bool compose_too = true) {
   std::vector<char32_t> d;
   for (char32_t cp : run) decompose(cp, d);
   // Canonical ordering: a stable sort by combining class within each run of non-starters.
@@ -109,6 +109,10 @@ void nfc_run(const std::vector<char32_t>& run, std::string& out) {
     while (j < d.size() && ccc_of(d[j]) != 0) ++j;
     std::stable_sort(d.begin() + i, d.begin() + j, [](char32_t a, char32_t b) { return ccc_of(a) < ccc_of(b); });
     i = j;
+  }
+  if (!compose_too) {
+    for (char32_t cp : d) append_utf8(out, cp);
+    return;
   }
   // Canonical composition: a character joins the last starter unless a character between
   // them has a combining class >= its own (it is "blocked").
@@ -178,9 +182,13 @@ void append_utf8(std::string& out, char32_t cp) {
   }
 }
 
-std::string nfc(std::string_view s) {
-  // Text below U+0300 is unchanged by NFC (nothing there decomposes or combines).
-  bool simple = std::all_of(s.begin(), s.end(), [](char c) { return uint8_t(c) < 0xCC; });
+namespace {
+
+std::string canonical_form(std::string_view s, bool compose_too) {
+  // Text below U+0300 is unchanged by NFC (nothing there decomposes or combines), and text
+  // below U+00C0 by NFD (Latin-1 letters decompose: U+00E9 -> e U+0301).
+  uint8_t first_lead = compose_too ? 0xCC : 0xC3;
+  bool simple = std::all_of(s.begin(), s.end(), [&](char c) { return uint8_t(c) < first_lead; });
   if (simple) return std::string(s);
   std::string out;
   out.reserve(s.size());
@@ -189,16 +197,21 @@ std::string nfc(std::string_view s) {
     bool complete = false;
     valid_prefix(s, i, complete);
     if (!complete) {  // an invalid byte ends the run and passes through
-      nfc_run(run, out);
+      nfc_run(run, out, compose_too);
       run.clear();
       out += s[i++];
       continue;
     }
     run.push_back(next_code_point(s, i));
   }
-  nfc_run(run, out);
+  nfc_run(run, out, compose_too);
   return out;
 }
+
+}  // namespace
+
+std::string nfc(std::string_view s) { return canonical_form(s, true); }
+std::string nfd(std::string_view s) { return canonical_form(s, false); }
 
 void utf8_lossy_append(std::string_view s, std::string& out) {
   for (size_t i = 0; i < s.size();) {

@@ -29,6 +29,8 @@ void append_utf8(std::string& out, char32_t cp);
 // Unicode normalization form C (canonical decomposition, canonical ordering, canonical
 // composition; Hangul by formula). Invalid UTF-8 bytes pass through unchanged.
 std::string nfc(std::string_view s);
+// Form D: canonical decomposition and ordering only.
+std::string nfd(std::string_view s);
 
 // Repairs UTF-8: each maximal ill-formed subpart becomes U+FFFD (the Unicode "best practice",
 // which Rust's String::from_utf8_lossy follows).
