@@ -289,6 +289,7 @@ int Server::bind() {
 }
 
 void Server::run() { impl_->http.listen_after_bind(); }
+bool Server::running() const { return impl_->http.is_running(); }
 void Server::stop() { impl_->http.stop(); }
 
 }  // namespace wren::serve

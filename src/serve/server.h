@@ -34,6 +34,7 @@ class Server {
   ~Server();
   int bind();  // the port bound; throws when it cannot bind
   void run();  // serves until stop()
+  bool running() const;  // run() is listening
   void stop();
 
  private:

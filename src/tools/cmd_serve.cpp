@@ -3,6 +3,8 @@
 // it stops accepting, cancels what is in flight and exits 0.
 #include <CLI/CLI.hpp>
 
+#include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -53,17 +55,21 @@ void run(ServeArgs a) {
   std::fprintf(stderr, "wren serve: %s (chat template %s) on http://%s:%d, %d slots of %lld tokens, queue %d\n",
                a.server.model_id.c_str(), std::string(serve::format_name(format)).c_str(), a.server.host.c_str(), port,
                a.sched.parallel, (long long)a.sched.context, a.sched.queue);
+  std::atomic<bool> ended{false};
   std::thread waiter([&] {
     int sig = 0;
     sigwait(&stop_signals, &sig);
-    if (sig == 0) return;  // woken by the server ending on its own
+    if (ended) return;  // woken by main() after the server ended on its own
     std::fprintf(stderr, "wren serve: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     scheduler.stop();  // in-flight requests end as cancelled, so their connections close
+    // A signal just before run() starts listening would find nothing to stop: wait until it listens.
+    while (!ended && !server.running()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     server.stop();
   });
   server.run();
+  ended = true;
   scheduler.stop();
-  pthread_kill(waiter.native_handle(), SIGTERM);  // a no-op wake-up when a signal already ended it
+  pthread_kill(waiter.native_handle(), SIGTERM);  // wakes the waiter when no signal came
   waiter.join();
   std::fprintf(stderr, "wren serve: stopped\n");
 }
