@@ -27,11 +27,18 @@ std::vector<float> random_vector(int64_t n, uint32_t seed) {
 
 // y = W x. Args: rows, cols, threads. q8 / q4 run once per integer dot path this CPU
 // supports (set_int8_path; the label names it and the Highway target of f32 / bf16), so
-// the paths can be compared on one machine; the matvec includes quantising x.
-void BM_Matvec(benchmark::State& state, DType type, const char* path) {
+// the paths can be compared on one machine; the matvec includes quantising x. `packed`:
+// the matrix carries its decode-order copy (pack_for_dot), as a loaded model's matrices do.
+void BM_Matvec(benchmark::State& state, DType type, const char* path, bool packed) {
   const int64_t rows = state.range(0), cols = state.range(1);
   const Matrix m = encode_matrix(random_vector(rows * cols, 1).data(), rows, cols, type, 32);
-  const MatrixView w = m.view();
+  MatrixView w = m.view();
+  std::vector<uint8_t> copy;
+  if (packed) {
+    copy.resize(m.values.size());
+    pack_for_dot(w, copy.data());
+    w.packed = copy.data();
+  }
   const auto x = random_vector(cols, 2);
   std::vector<float> y(static_cast<size_t>(rows));
   ThreadPool pool(int(state.range(2)));
@@ -42,13 +49,13 @@ void BM_Matvec(benchmark::State& state, DType type, const char* path) {
     benchmark::ClobberMemory();
   }
   state.SetBytesProcessed(int64_t(state.iterations()) * w.bytes());
-  state.SetLabel(std::string(to_string(type)) + " " + (path ? path : active_target()));
+  state.SetLabel(std::string(to_string(type)) + " " + (path ? path : active_target()) + (packed ? " packed" : ""));
   set_int8_path(nullptr);
 }
 
 void MatvecArgs(benchmark::internal::Benchmark* b) {
   for (int threads : {1, 2})
-    for (auto [rows, cols] : {std::pair{2048, 2048}, {2048, 8192}, {8192, 2048}})
+    for (auto [rows, cols] : {std::pair{2048, 2048}, {2048, 8192}, {8192, 2048}, {8192, 8192}})
       b->Args({rows, cols, threads});
   b->ArgNames({"rows", "cols", "threads"})->UseRealTime();
 }
@@ -56,11 +63,12 @@ void MatvecArgs(benchmark::internal::Benchmark* b) {
 void RegisterMatvec() {
   for (DType t : {DType::f32, DType::bf16})
     benchmark::RegisterBenchmark((std::string("BM_Matvec/") + to_string(t)).c_str(), BM_Matvec, t,
-                                 nullptr)->Apply(MatvecArgs);
+                                 nullptr, false)->Apply(MatvecArgs);
   for (DType t : {DType::q8, DType::q4})
     for (const char* path : supported_int8_paths())
-      benchmark::RegisterBenchmark((std::string("BM_Matvec/") + to_string(t) + "/" + path).c_str(),
-                                   BM_Matvec, t, path)->Apply(MatvecArgs);
+      for (bool packed : {false, true})
+        benchmark::RegisterBenchmark((std::string("BM_Matvec/") + to_string(t) + "/" + path + (packed ? "/packed" : "")).c_str(),
+                                     BM_Matvec, t, path, packed)->Apply(MatvecArgs);
 }
 
 // Prefill: W read once per tile of tokens. Args: tokens, threads. Items = tokens.
