@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "config/parse.h"
+#include "config/read_file.h"
 #include "io/output_file.h"
 
 namespace wren {
@@ -26,13 +27,18 @@ std::string num(long long x) { return std::to_string(x); }
 
 }  // namespace
 
-void check_tokenizer_json(const Json& j, const ModelConfig& c, const std::string& origin) {
+namespace {
+
+// The check for either JSON type: nlohmann::json (a tree map) for whole files, since
+// ordered_json inserts keys by linear search, quadratic over 10^5-token vocabularies.
+template <class J>
+void check_vocab(const J& j, const ModelConfig& c, const std::string& origin) {
   auto fail = [&](const std::string& msg) { throw IoError(origin + ": " + msg); };
   if (!j.is_object() || !j.contains("model") || !j["model"].is_object() || !j["model"].contains("vocab"))
     fail("expected a tokenizer object with model.vocab");
   const Json& vocab = j["model"]["vocab"];
   if (!vocab.is_object() && !vocab.is_array())
-    fail("model.vocab must be an object (token: id) or a list, got " + json_value_text(vocab));
+    fail("model.vocab must be an object (token: id) or a list, got " + vocab.dump().substr(0, 80));
   const int64_t rows = c.rows();
   if (int64_t(vocab.size()) > rows)
     fail("model.vocab has " + num(int64_t(vocab.size())) + " tokens, more than the config's vocab_size " +
@@ -40,9 +46,24 @@ void check_tokenizer_json(const Json& j, const ModelConfig& c, const std::string
   if (vocab.is_object())
     for (auto it = vocab.begin(); it != vocab.end(); ++it)
       if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 || it.value().get<int64_t>() >= rows)
-        fail("model.vocab: token " + Json(it.key()).dump() + " has id " + it.value().dump() +
+        fail("model.vocab: token " + J(it.key()).dump() + " has id " + it.value().dump() +
              ", expected an integer in [0, " + num(rows) + ")");
 }
+
+// The check on a file's text, parsed without key order.
+void check_tokenizer_text(const std::string& text, const ModelConfig& c, const std::string& origin) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw IoError(origin + ": invalid JSON: " + e.what());
+  }
+  check_vocab(j, c, origin);
+}
+
+}  // namespace
+
+void check_tokenizer_json(const Json& j, const ModelConfig& c, const std::string& origin) { check_vocab(j, c, origin); }
 
 // ---- Reading ---------------------------------------------------------------------------
 
@@ -56,7 +77,9 @@ ModelFiles::ModelFiles(const std::string& dir) : dir_(dir) {
 
   const std::string tok = tokenizer_path();
   if (!fs::exists(tok, ec)) throw IoError(dir + ": no tokenizer.json");
-  check_tokenizer_json(parse_json_file(tok), config_, tok);
+  auto tok_text = try_read_file(tok);
+  if (!tok_text) throw IoError(tok + ": cannot read");
+  check_tokenizer_text(*tok_text, config_, tok);
 
   std::vector<std::string> paths;
   for (const auto& e : fs::directory_iterator(root))
@@ -161,13 +184,7 @@ void write_model_dir(const std::string& dir, const ModelConfig& c, const WeightS
   const std::string config_origin = (target / "config.json").string();
   validate_model_config(c, config_origin);
   if (options.tokenizer_json.empty()) throw IoError(target.string() + ": no tokenizer.json contents given");
-  Json tok;
-  try {
-    tok = Json::parse(options.tokenizer_json);
-  } catch (const nlohmann::json::exception& e) {
-    throw IoError((target / "tokenizer.json").string() + ": invalid JSON: " + e.what());
-  }
-  check_tokenizer_json(tok, c, (target / "tokenizer.json").string());
+  check_tokenizer_text(options.tokenizer_json, c, (target / "tokenizer.json").string());
 
   for (auto& [name, contents] : options.extra_files)
     if (name.empty() || name.find('/') != std::string::npos || name == "." || name == ".." || name == "config.json" ||
