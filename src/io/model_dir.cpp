@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "config/parse.h"
+#include "config/read_file.h"
 #include "io/output_file.h"
 
 namespace wren {
@@ -26,13 +27,15 @@ std::string num(long long x) { return std::to_string(x); }
 
 }  // namespace
 
-void check_tokenizer_json(const Json& j, const ModelConfig& c, const std::string& origin) {
+namespace {
+
+void check_vocab(const Json& j, const ModelConfig& c, const std::string& origin) {
   auto fail = [&](const std::string& msg) { throw IoError(origin + ": " + msg); };
   if (!j.is_object() || !j.contains("model") || !j["model"].is_object() || !j["model"].contains("vocab"))
     fail("expected a tokenizer object with model.vocab");
   const Json& vocab = j["model"]["vocab"];
   if (!vocab.is_object() && !vocab.is_array())
-    fail("model.vocab must be an object (token: id) or a list, got " + json_value_text(vocab));
+    fail("model.vocab must be an object (token: id) or a list, got " + vocab.dump().substr(0, 80));
   const int64_t rows = c.rows();
   if (int64_t(vocab.size()) > rows)
     fail("model.vocab has " + num(int64_t(vocab.size())) + " tokens, more than the config's vocab_size " +
@@ -43,6 +46,10 @@ void check_tokenizer_json(const Json& j, const ModelConfig& c, const std::string
         fail("model.vocab: token " + Json(it.key()).dump() + " has id " + it.value().dump() +
              ", expected an integer in [0, " + num(rows) + ")");
 }
+
+}  // namespace
+
+void check_tokenizer_json(const Json& j, const ModelConfig& c, const std::string& origin) { check_vocab(j, c, origin); }
 
 // ---- Reading ---------------------------------------------------------------------------
 

@@ -345,7 +345,7 @@ void relu2_rows_down(const FfnSpec& spec, std::span<FfnTerm> terms, FfnScratch& 
   for (FfnTerm& t : terms) {
     t.coeffs = s.coeffs.data() + at, t.neurons = s.neurons.data() + at;
     at += size_t(t.up.rows);
-    activate(spec, t);
+    activate(spec, t, s.neuron_skip);
   }
   down_all(spec, terms, s, pool);
 }
@@ -371,7 +371,7 @@ void dense_ffn_batch(const FfnWeights& w, int d, const FfnBatchCall& call) {
       relu2_rows_down(spec, std::span(&term, 1), call.scratch, call.pool);
       if (call.probe && call.probe->relu2) record_neurons(call.probe->dense, term);
     } else {
-      activate(spec, term);
+      activate(spec, term, call.scratch.neuron_skip);
     }
   }
   if (relu2) return;
@@ -480,12 +480,12 @@ void moe_ffn_batch(const MoeWeights& w, int d, const FfnBatchCall& call, int32_t
         const int64_t p = slot[t * k + i];
         FfnTerm term = row_term(st, experts[t * k + i], h, in, false);
         term.h_up = up_routed + p * h, term.h_gate = gate_routed + p * h;
-        activate(spec, term);
+        activate(spec, term, s.neuron_skip);
       }
       if (Hs) {
         FfnTerm term = row_term(w.shared, 0, Hs, d, false);
         term.h_up = up + t * Hs, term.h_gate = gate + t * Hs;
-        activate(spec, term);
+        activate(spec, term, s.neuron_skip);
       }
     }
     // Down: each slot's expert output into `down` ([n k][in]), added to its row with the

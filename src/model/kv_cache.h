@@ -54,8 +54,8 @@ class KvRows {
   double bytes_per_row() const;
   size_t bytes() const { return values_.size() + scales_.size() * sizeof(kernels::F16); }
   // The stored bytes, for a session's state save and restore (runtime/session_state.h).
-  std::span<std::byte> value_bytes() { return std::as_writable_bytes(std::span(values_)); }
-  std::span<std::byte> scale_bytes() { return std::as_writable_bytes(std::span(scales_)); }
+  std::span<std::byte> stored_values() { return std::as_writable_bytes(std::span(values_)); }
+  std::span<std::byte> stored_scales() { return std::as_writable_bytes(std::span(scales_)); }
 
  private:
   KvType type_ = KvType::f32;

@@ -115,15 +115,15 @@ std::vector<StateBuffer> Session::state(int64_t position) {
     const std::string layer = "layer" + std::to_string(i) + ".";
     if (KvCache& kv = kv_[i]; !kv.empty()) {
       add(layer + "kv.count", value_bytes(kv.count));
-      add(layer + "kv.k", kv.keys().value_bytes());
-      add(layer + "kv.k_scales", kv.keys().scale_bytes());
-      add(layer + "kv.v", kv.values().value_bytes());
-      add(layer + "kv.v_scales", kv.values().scale_bytes());
+      add(layer + "kv.k", kv.keys().stored_values());
+      add(layer + "kv.k_scales", kv.keys().stored_scales());
+      add(layer + "kv.v", kv.values().stored_values());
+      add(layer + "kv.v_scales", kv.values().stored_scales());
     }
     if (MlaCache& m = mla_[i]; !m.empty()) {
       add(layer + "mla.count", value_bytes(m.count));
-      add(layer + "mla.cache", m.rows().value_bytes());
-      add(layer + "mla.scales", m.rows().scale_bytes());
+      add(layer + "mla.cache", m.rows().stored_values());
+      add(layer + "mla.scales", m.rows().stored_scales());
     }
     if (GdnState& g = gdn_[i]; !g.S.empty()) {
       add(layer + "gdn.conv_q", vector_bytes(g.conv_q));
