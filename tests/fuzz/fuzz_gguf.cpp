@@ -1,7 +1,8 @@
 // libFuzzer target: the GGUF reader (io/gguf) on any bytes. Any input is either a validated
 // file or an IoError naming the origin; every tensor it hands out lies inside the input, and
 // decoding its first row (io/gguf_blocks) reads only its own bytes.
-// links: wren_io
+// links: wren_config
+// sources: src/io/gguf.cpp src/io/gguf_blocks.cpp src/io/output_file.cpp src/io/mapped_file.cpp src/kernels/types.cpp
 #include <cstdint>
 #include <cstdlib>
 #include <vector>
