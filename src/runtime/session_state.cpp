@@ -78,7 +78,7 @@ class Reader {
     if (n > data_.size() - at_)
       throw std::runtime_error("session state: truncated at byte " + std::to_string(at_) + " (reading " + what + ", " +
                                std::to_string(data_.size()) + " bytes in all)");
-    std::memcpy(out, data_.data() + at_, n);
+    if (n > 0) std::memcpy(out, data_.data() + at_, n);  // an empty buffer (no q8 scales) may have no storage
     at_ += n;
   }
   template <class T>
