@@ -72,7 +72,7 @@ HfCheckpoint::HfCheckpoint(const std::string& dir) : dir_(dir) {
   const fs::path root(dir);
   const std::string config_path = (root / "config.json").string();
   if (!fs::exists(config_path, ec)) throw IoError(dir + ": no config.json (not a Hugging Face checkpoint folder?)");
-  const Json j = parse_json_file(config_path);
+  const Json j = parse_json_file(config_path, kConfigJsonLimits);  // a config's limits, as explore --hf reads it
   config_ = import_hf_config(j, config_path);
   model_type_ = j["model_type"].get<std::string>();
   if (model_type_ == "qwen3_next" || model_type_ == "gpt_oss")

@@ -27,9 +27,7 @@ std::string num(long long x) { return std::to_string(x); }
 
 }  // namespace
 
-namespace {
-
-void check_vocab(const Json& j, const ModelConfig& c, const std::string& origin) {
+void check_tokenizer_json(const Json& j, const ModelConfig& c, const std::string& origin) {
   auto fail = [&](const std::string& msg) { throw IoError(origin + ": " + msg); };
   if (!j.is_object() || !j.contains("model") || !j["model"].is_object() || !j["model"].contains("vocab"))
     fail("expected a tokenizer object with model.vocab");
@@ -46,10 +44,6 @@ void check_vocab(const Json& j, const ModelConfig& c, const std::string& origin)
         fail("model.vocab: token " + Json(it.key()).dump() + " has id " + it.value().dump() +
              ", expected an integer in [0, " + num(rows) + ")");
 }
-
-}  // namespace
-
-void check_tokenizer_json(const Json& j, const ModelConfig& c, const std::string& origin) { check_vocab(j, c, origin); }
 
 // ---- Reading ---------------------------------------------------------------------------
 
