@@ -2,8 +2,8 @@
 # does not need libtorch, and generates) and `make test` (everything: the engine, wren-train
 # and every test binary, the whole test suite, then the engine's suites again under
 # AddressSanitizer and UndefinedBehaviorSanitizer; the libtorch trainer is left out of that
-# build; then the kernels' tests cross-compiled for aarch64 and run under qemu,
-# scripts/test-aarch64, and the C API's libwren.so with its example, scripts/test-capi-aarch64),
+# build; then one aarch64 cross build run under qemu, scripts/test-aarch64: the kernels' tests
+# and the C API's libwren.so with its example),
 # then the explorer page in headless Chromium (scripts/test-browser) and the server driven by
 # the openai npm client (scripts/test-serve). Before the browser step, the libFuzzer targets
 # (tests/fuzz/) run for 25 s each (scripts/test-fuzz; `make fuzz FUZZ_SECONDS=N` runs them
@@ -34,8 +34,7 @@ build-asan: bootstrap
 test: build build-asan
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	cd $(ASAN) && ctest --output-on-failure -j $(JOBS)
-	JOBS=$(JOBS) scripts/test-aarch64 $(BUILD)-aarch64
-	JOBS=$(JOBS) scripts/test-capi-aarch64 $(BUILD)-capi-aarch64 $(BUILD)/wren
+	JOBS=$(JOBS) scripts/test-aarch64 $(BUILD)-aarch64 $(BUILD)/wren
 	JOBS=$(JOBS) FUZZ_SECONDS=25 scripts/test-fuzz $(BUILD)-fuzz
 	scripts/test-browser $(BUILD)/wren
 	scripts/test-serve $(BUILD)/wren
@@ -49,7 +48,7 @@ test-serve:
 	scripts/test-serve $(BUILD)/wren
 
 test-aarch64:
-	JOBS=$(JOBS) scripts/test-aarch64 $(BUILD)-aarch64
+	JOBS=$(JOBS) scripts/test-aarch64 $(BUILD)-aarch64 $(BUILD)/wren
 
 # The fuzz targets (tests/fuzz/) for FUZZ_SECONDS each: make fuzz FUZZ_SECONDS=600
 FUZZ_SECONDS ?= 60
@@ -57,4 +56,4 @@ fuzz:
 	JOBS=$(JOBS) FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/test-fuzz $(BUILD)-fuzz
 
 clean:
-	rm -rf $(BUILD) $(ASAN) $(BUILD)-aarch64 $(BUILD)-capi-aarch64 $(BUILD)-fuzz
+	rm -rf $(BUILD) $(ASAN) $(BUILD)-aarch64 $(BUILD)-fuzz
