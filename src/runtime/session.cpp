@@ -28,8 +28,9 @@ namespace {
 // Tokens per prefill chunk. Each chunk reads every projection's weights once for all its
 // rows; 64 rows of int8 activations (d_model <= 4096: 256 KB) still sit in L2 beside the
 // weight tiles. Measured on the Llama-3.2-1B shape at q8, pp512 with 2 threads (a loaded
-// machine, one run each): 10.2 / 12.6 / 11.5 tokens/s at chunks of 32 / 64 / 128; larger
-// chunks gain nothing once the weight reads are shared by 64 rows.
+// machine, one run each): 10.2 / 12.6 / 11.5 / 11.2 / 9.4 tokens/s at chunks of 32 / 64 /
+// 128 / 256 / 512: past 64 rows the weight reads are shared enough, and the rows' working
+// set falls out of L2.
 constexpr int64_t kPrefillChunk = 64;
 // The kept scores of the full layers with sparse dependents are per row ([chunk][kv][context]):
 // the chunk is cut so that they stay under this many bytes.
