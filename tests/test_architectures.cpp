@@ -178,6 +178,30 @@ TEST_P(Architecture, BatchedPrefillEqualsTokenByToken) {
   }
 }
 
+// The same on q8 / q4 weights wide enough (d_model 256) to carry decode-order copies: the
+// prefill's GEMMs read those copies, as decode's matvecs do, and must give the same logits.
+TEST(QuantisedPrefill, BatchedPrefillOnPackedWeightsEqualsTokenByToken) {
+  const ModelConfig c = parse_model_config(Json::parse(R"({"name": "llama-256", "d_model": 256, "vocab_size": 300,
+      "context_length": 512,
+      "mixers": {"a": {"kind": "attention", "n_heads": 4, "n_kv_heads": 2, "head_dim": 64, "rope": {"theta": 10000}}},
+      "ffns": {"f": {"kind": "dense", "activation": "swiglu", "hidden": 512}},
+      "layers": [{"mixer": "a", "ffn": "f", "repeat": 2}]})"), "llama-256");
+  for (kernels::DType type : {kernels::DType::q8, kernels::DType::q4}) {
+    SCOPED_TRACE(kernels::to_string(type));
+    auto model = testing_util::random_model(c, 5, type);
+    ASSERT_TRUE(model->layers[0].attn.wq.packed && model->layers[0].dense.w_down.packed) << "no decode-order copies";
+    const int64_t chunk = Session(model).chunk();
+    for (int64_t n : {int64_t(3), chunk, chunk + 5}) {
+      auto t = random_tokens(int(n), c.vocab_size, uint32_t(300 + n));
+      Session one(model), batched(model);
+      std::vector<float> a(size_t(one.vocab_rows())), b(a.size());
+      for (int32_t tok : t) one.decode(tok, a.data());
+      batched.prefill(t, b.data(), false);
+      EXPECT_LE(relative_diff(b, a), 1e-4f) << "prompt of " << n;
+    }
+  }
+}
+
 TEST_P(Architecture, DecodeBatchEqualsEachSessionAlone) {
   auto model = random_model(GetParam());
   const int S = 3;

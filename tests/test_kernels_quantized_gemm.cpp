@@ -9,6 +9,7 @@
 // A = sum_i |s_w s_x q_w q_x|.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -85,6 +86,66 @@ TEST(KernelsQuantizedGemm, EveryPathMatchesTheExactSumAndItsMatvec) {
             ASSERT_EQ(got, alone[size_t(r)]) << "token " << t << " row " << r;
           }
           for (int64_t r = k.rows; r < ldy; ++r) ASSERT_TRUE(std::isnan(y[size_t(t * ldy + r)])) << "wrote past the rows";
+        }
+      }
+    });
+  }
+}
+
+// Packed weights (decode order, pack_for_dot): the x86 tiles read only the packed copy, so
+// the stored values are poisoned (every byte 0x5A, a matrix whose products differ); every
+// path still matches the exact sum of the true matrix and, bit for bit, its own matvec on
+// the same views (a batch row gets what decode gives it alone). Odd row counts, one and
+// several 256-column blocks, every token remainder of the tiles, and the extremes that would
+// overflow an int16 pair sum or a biased byte.
+TEST(KernelsQuantizedGemm, PackedCopiesAreReadInsteadOfTheRows) {
+  std::mt19937 rng(65);
+  struct PackedCase {
+    DType type;
+    int64_t rows, cols;
+    int fill;  // -1: random weights; else every value byte set to this (q4: both nibbles)
+  };
+  std::vector<PackedCase> cases;
+  for (DType t : {DType::q8, DType::q4}) {
+    for (int64_t rows : {1, 7, 13})
+      for (int64_t cols : {256, 768}) cases.push_back({t, rows, cols, -1});
+    cases.push_back({t, 5, 512, t == DType::q4 ? 0xFF : 127});
+    cases.push_back({t, 5, 512, t == DType::q4 ? 0x00 : -127});
+  }
+  for (const PackedCase& k : cases) {
+    SCOPED_TRACE(std::string(to_string(k.type)) + " " + std::to_string(k.rows) + "x" + std::to_string(k.cols) +
+                 " fill " + std::to_string(k.fill));
+    Matrix m = encode_matrix(randn(k.rows * k.cols, rng).data(), k.rows, k.cols, k.type, 32);
+    if (k.fill != -1) std::fill(m.values.begin(), m.values.end(), uint8_t(k.fill));
+    const MatrixView v = m.view();
+    ASSERT_TRUE(packable(v));
+    std::vector<uint8_t> packed(m.values.size());
+    pack_for_dot(v, packed.data());
+    const std::vector<uint8_t> poison(m.values.size(), 0x5A);
+    MatrixView poisoned = v, with_copy = v;
+    poisoned.data = poison.data();
+    poisoned.packed = with_copy.packed = packed.data();
+    const int64_t T = 11, ldx = k.cols + 5, ldy = k.rows + 3;
+    auto x = randn(T * ldx, rng);
+    if (k.fill != -1)
+      for (int64_t i = 0; i < T * ldx; ++i) x[size_t(i)] = i % 2 ? 3.0f : -3.0f;  // q_x at +-127
+    std::vector<QuantizedActivation> xq;
+    quantize_batch(x.data(), T, k.cols, ldx, 32, xq);
+    for_each_int8_path([&] {
+      const bool reads_packed = std::string(active_int8_path()).rfind("avx", 0) == 0;  // the others read `data`
+      const MatrixView& w = reads_packed ? poisoned : with_copy;
+      for (int64_t n : {1, 2, 3, 5, 11}) {
+        SCOPED_TRACE("T " + std::to_string(n));
+        std::vector<float> y(size_t(n * ldy), NAN), alone(size_t(k.rows));
+        matmul_range(w, {x.data(), ldx, xq.data(), n}, y.data(), ldy, 0, k.rows);
+        for (int64_t t = 0; t < n; ++t) {
+          matvec_range(w, x.data() + t * ldx, &xq[size_t(t)], alone.data(), 0, k.rows);
+          for (int64_t r = 0; r < k.rows; ++r) {
+            const float got = y[size_t(t * ldy + r)];
+            ASSERT_NEAR(got, ref::dot_row_quantized(v, r, xq[size_t(t)]), tolerance(v, r, xq[size_t(t)]))
+                << "token " << t << " row " << r;
+            ASSERT_EQ(got, alone[size_t(r)]) << "token " << t << " row " << r;
+          }
         }
       }
     });

@@ -3,7 +3,9 @@
 // that what ships is the trained model and that the engine reads it correctly.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
+#include <optional>
 #include <fstream>
 #include <string>
 #include <unistd.h>
@@ -34,16 +36,22 @@ const char* kUnseen =
     "far bank, as grave and patient as a clergyman at a funeral. She watched it until it rose and flapped away "
     "over the meadows, and then she laughed at herself, for she had quite forgotten what she meant to write.";
 
-double bits_per_byte(const std::string& dir, const std::string& text, int64_t context) {
+WindowScore score_text(const std::string& dir, const std::string& text, int64_t context,
+                       std::optional<KvType> kv = std::nullopt) {
   const auto model = open_model(dir);
   const text::Tokenizer tok = text::Tokenizer::load(dir + "/tokenizer.json");
   const std::vector<int32_t> tokens = tok.encode(text);
   WindowOptions o;
   o.context = context;
+  o.kv = kv;
   WindowScore score;
   score_windows(model, tok, tokens, windows_in(int64_t(tokens.size()), context), o, score);
   EXPECT_GT(score.scored, 100) << dir;
-  return score.bits_per_byte();
+  return score;
+}
+
+double bits_per_byte(const std::string& dir, const std::string& text, int64_t context) {
+  return score_text(dir, text, context).bits_per_byte();
 }
 
 TEST(ShippedModel, PredictsUnseenTextFarBetterThanItsInit) {
@@ -64,6 +72,18 @@ TEST(ShippedModel, PredictsUnseenTextFarBetterThanItsInit) {
   EXPECT_LT(at_init, 3.25);
   EXPECT_GT(trained, 1.35);
   EXPECT_LT(trained, 1.49);
+}
+
+// The 8-bit KV cache (one f16 scale per head row) against f32 on the shipped model, on
+// 256-token windows of the unseen paragraph: perplexity within 1% (issue 11's bound).
+TEST(ShippedModel, Q8KvCachePerplexityIsWithinOnePercentOfF32) {
+  const std::string shipped = (std::filesystem::path(WREN_SOURCE_DIR) / "models" / "embla-small").string();
+  const WindowScore f32 = score_text(shipped, kUnseen, 256, KvType::f32), q8 = score_text(shipped, kUnseen, 256, KvType::q8);
+  ASSERT_EQ(f32.scored, q8.scored);
+  std::printf("unseen paragraph, 256-token windows: perplexity %.4f with an f32 KV cache, %.4f with q8 (x %.5f)\n",
+              f32.perplexity(), q8.perplexity(), q8.perplexity() / f32.perplexity());
+  EXPECT_LT(std::fabs(q8.perplexity() / f32.perplexity() - 1.0), 0.01);
+  EXPECT_NE(f32.nll, q8.nll) << "the q8 cache was not used";
 }
 
 }  // namespace

@@ -375,10 +375,79 @@ void q4_pairs_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r
   WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t) y[t * ldy + j] = hsum(acc[j][t]);
 }
 
+// Packed weights (decode order), the loops of q8_packed_block / q4_packed_block with C
+// activations: one load of a row's 32 bytes (4 bytes of each of 8 groups) serves C tokens,
+// one load of a token's lanes R rows; lane l of each int32 sum is group l's, so the R x C
+// sums are scaled once per block of 8 groups by s_w s_x in lane order. The int32 sums are
+// exact and the f32 steps those of the packed matvec, so a batch row gets the bits decode
+// gives it alone. q8: 8 registers per row and block, each one dot_s8s8 from the groups'
+// offsets. q4: 4 registers, register k's low nibbles meet register k of q_nibble_lanes (even
+// columns) and its high nibbles register 4 + k (odd columns); each lane starts at -8 sum q_x
+// of its group, which removes the +8 offset exactly.
+template <int R, int C, bool kQ4>
+void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, float* y, int64_t ldy) {
+  const int64_t blocks = w.cols / 256, row_bytes = kQ4 ? w.cols / 2 : w.cols;
+  const uint8_t* row[R];
+  const F16* sw[R];
+  WREN_UNROLL for (int j = 0; j < R; ++j) {
+    row[j] = static_cast<const uint8_t*>(w.packed) + (r + j) * row_bytes;
+    sw[j] = w.row_scales(r + j);
+  }
+  __m256 acc[R][C];
+  WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t) acc[j][t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    __m256i isum[R][C];
+    WREN_UNROLL for (int t = 0; t < C; ++t) {
+      const __m256i sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[t].sums.data() + 8 * b));
+      const __m256i offset = kQ4 ? _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sums, 3)) : s8s8_offset(sums);
+      WREN_UNROLL for (int j = 0; j < R; ++j) isum[j][t] = offset;
+    }
+    if constexpr (kQ4) {
+      const __m256i low = _mm256_set1_epi8(0x0F);
+      _Pragma("GCC unroll 4") for (int k = 0; k < 4; ++k) {
+        __m256i xe[C], xo[C];
+        WREN_UNROLL for (int t = 0; t < C; ++t) {
+          const int8_t* x = xq[t].q_nibble_lanes.data() + 256 * b;
+          xe[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32 * k));
+          xo[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 128 + 32 * k));
+        }
+        WREN_UNROLL for (int j = 0; j < R; ++j) {
+          const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row[j] + 128 * b + 32 * k));
+          const __m256i lo = _mm256_and_si256(bytes, low);
+          const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low);
+          WREN_UNROLL for (int t = 0; t < C; ++t) isum[j][t] = dot2_u8s8(isum[j][t], lo, xe[t], hi, xo[t]);
+        }
+      }
+    } else {
+      _Pragma("GCC unroll 8") for (int k = 0; k < 8; ++k) {
+        __m256i xv[C];
+        WREN_UNROLL for (int t = 0; t < C; ++t)
+          xv[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[t].q_lanes.data() + 256 * b + 32 * k));
+        WREN_UNROLL for (int j = 0; j < R; ++j) {
+          const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row[j] + 256 * b + 32 * k));
+          WREN_UNROLL for (int t = 0; t < C; ++t) isum[j][t] = dot_s8s8(isum[j][t], q, xv[t]);
+        }
+      }
+    }
+    WREN_UNROLL for (int j = 0; j < R; ++j) {
+      const __m256 wv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sw[j] + 8 * b)));
+      WREN_UNROLL for (int t = 0; t < C; ++t) {
+        const __m256 d = _mm256_mul_ps(wv, _mm256_loadu_ps(xq[t].scales.data() + 8 * b));
+        acc[j][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j][t]), d, acc[j][t]);
+      }
+    }
+  }
+  WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t) y[t * ldy + j] = hsum(acc[j][t]);
+}
+
 // The blocking: quantized_dot.h gemm_blocks with this path's tiles.
 void q8_gemm(const MatrixView& w, const QuantizedActivation* xq, int64_t n_tokens, int64_t r0, int64_t r1,
              float* y, int64_t ldy) {
   if (w.group % 32 != 0) return q8_gemm_scalar(w, xq, n_tokens, r0, r1, y, ldy);
+  if (n_tokens > 0 && use_packed(w, xq[0]))  // every xq[t] has w's n and group (checked), so lanes too
+    return gemm_blocks<kGemmRows, kGemmTokens>(n_tokens, r0, r1, y, ldy, [&]<int R, int C>(int64_t r, int64_t t, float* out) {
+      packed_tile<R, C, false>(w, xq + t, r, out, ldy);
+    });
   gemm_blocks<kGemmRows, kGemmTokens>(n_tokens, r0, r1, y, ldy, [&]<int R, int C>(int64_t r, int64_t t, float* out) {
     tile_block<R, C, false>(w, xq + t, r, out, ldy);
   });
@@ -387,6 +456,10 @@ void q8_gemm(const MatrixView& w, const QuantizedActivation* xq, int64_t n_token
 void q4_gemm(const MatrixView& w, const QuantizedActivation* xq, int64_t n_tokens, int64_t r0, int64_t r1,
              float* y, int64_t ldy) {
   if (w.group % 32 != 0) return q4_gemm_scalar(w, xq, n_tokens, r0, r1, y, ldy);
+  if (n_tokens > 0 && use_packed(w, xq[0]))
+    return gemm_blocks<kGemmRows, kGemmTokens>(n_tokens, r0, r1, y, ldy, [&]<int R, int C>(int64_t r, int64_t t, float* out) {
+      packed_tile<R, C, true>(w, xq + t, r, out, ldy);
+    });
   if (w.group == 32 && w.groups() % 8 == 0)
     return gemm_blocks<kGemmRows, kGemmTokens>(n_tokens, r0, r1, y, ldy, [&]<int R, int C>(int64_t r, int64_t t, float* out) {
       q4_pairs_tile<R, C>(w, xq + t, r, out, ldy);

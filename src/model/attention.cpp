@@ -54,24 +54,45 @@ void rotate(const AttentionWeights& w, const MixerSpec& m, int heads, int64_t po
 
 }  // namespace
 
+namespace {
+// The query after its product: bias, QK-norm, RoPE.
+void finish_query(const AttentionWeights& w, const MixerSpec& m, const ModelConfig& c, int64_t pos, float* q) {
+  add_bias(w.bq, q);
+  qk_normalise(w.q_norm, m.qk_norm, m.n_heads, m.head_dim, c, q);
+  rotate(w, m, m.n_heads, pos, q);
+}
+}  // namespace
+
 void project_query(const AttentionWeights& w, const MixerSpec& m, const ModelConfig& c, const float* x, int64_t pos,
                    float* q, kernels::ThreadPool* pool) {
   const Product query{w.wq, x, q};
   run_products(std::span(&query, 1), pool);
-  add_bias(w.bq, q);
-  qk_normalise(w.q_norm, m.qk_norm, m.n_heads, m.head_dim, c, q);
-  rotate(w, m, m.n_heads, pos, q);
+  finish_query(w, m, c, pos, q);
+}
+
+void step_query(const AttentionStep& a) {
+  if (!a.projected) return project_query(a.w, a.m, a.c, a.x, a.pos, a.s.q.data(), a.pool);
+  std::copy_n(a.projected->q, a.w.wq.rows, a.s.q.data());
+  finish_query(a.w, a.m, a.c, a.pos, a.s.q.data());
+}
+
+void step_output(const AttentionStep& a, float* out) {
+  if (!a.projected) return project_output(a.w, a.m, a.x, a.s, out, a.pool);
+  std::copy_n(a.s.o.data(), int64_t(a.m.n_heads) * a.m.value_dim(), out);
 }
 
 void append_kv(const AttentionStep& a, KvCache& cache) {
   const AttentionWeights& w = a.w;
   const MixerSpec& m = a.m;
-  const float* x = a.x;
-  kernels::ThreadPool* pool = a.pool;
   float* k = a.s.k.data();
   float* v = a.s.v.data();
-  const Product kv[] = {{w.wk, x, k}, {w.wv, x, v}};
-  run_products(kv, pool);
+  if (a.projected && a.projected->k) {
+    std::copy_n(a.projected->k, w.wk.rows, k);
+    std::copy_n(a.projected->v, w.wv.rows, v);
+  } else {
+    const Product kv[] = {{w.wk, a.x, k}, {w.wv, a.x, v}};
+    run_products(kv, a.pool);
+  }
   add_bias(w.bk, k);
   add_bias(w.bv, v);
   qk_normalise(w.k_norm, m.qk_norm, m.n_kv_heads, m.head_dim, a.c, k);
@@ -106,6 +127,50 @@ void gated_output(const MatrixView& wg, const MatrixView& wo, const Vec& bo, int
 void project_output(const AttentionWeights& w, const MixerSpec& m, const float* x, AttentionScratch& s, float* out,
                     kernels::ThreadPool* pool) {
   gated_output(w.wg, w.wo, w.bo, int64_t(m.n_heads) * m.value_dim(), x, s.o.data(), s.gate.data(), out, pool);
+}
+
+Projected AttentionBatch::row(int64_t tq, int64_t t) const {
+  Projected p{tq >= 0 ? q.data() + tq * q_width : nullptr};
+  if (k_width) p.k = k.data() + t * k_width, p.v = v.data() + t * v_width;
+  return p;
+}
+
+void attention_batch_inputs(const AttentionBatchInput& in, AttentionBatch& b, kernels::ThreadPool* pool) {
+  const AttentionWeights& w = in.w;
+  const auto grow = [](std::vector<float>& v, int64_t n) {
+    if (v.size() < size_t(n)) v.resize(size_t(n));
+  };
+  b.q_width = w.wq.rows;
+  b.o_width = int64_t(in.m.n_heads) * in.m.value_dim();
+  b.k_width = in.own_kv ? w.wk.rows : 0, b.v_width = in.own_kv ? w.wv.rows : 0;
+  grow(b.q, in.n_query * b.q_width), grow(b.o, in.n_query * b.o_width);
+  BatchProduct products[4];
+  int count = 0;
+  products[count++] = {w.wq, in.query_x, in.ldx, b.q.data(), b.q_width, in.n_query};
+  if (present(w.wg)) {
+    grow(b.gate, in.n_query * b.o_width);
+    products[count++] = {w.wg, in.query_x, in.ldx, b.gate.data(), b.o_width, in.n_query};
+  }
+  if (in.own_kv) {
+    grow(b.k, in.n * b.k_width), grow(b.v, in.n * b.v_width);
+    products[count++] = {w.wk, in.x, in.ldx, b.k.data(), b.k_width, in.n};
+    products[count++] = {w.wv, in.x, in.ldx, b.v.data(), b.v_width, in.n};
+  }
+  run_batch_products(std::span(products, size_t(count)), pool);
+}
+
+void attention_batch_output(const AttentionWeights& w, int64_t n_query, AttentionBatch& b, float* y, int64_t ldy,
+                            kernels::ThreadPool* pool) {
+  if (present(w.wg))  // output gate: o *= sigmoid(W_g x), as gated_output
+    for (int64_t t = 0; t < n_query; ++t) {
+      float* g = b.gate.data() + t * b.o_width;
+      kernels::sigmoid(g, b.o_width, g);
+      float* o = b.o_row(t);
+      for (int64_t i = 0; i < b.o_width; ++i) o[i] *= g[i];
+    }
+  const BatchProduct output{w.wo, b.o.data(), b.o_width, y, ldy, n_query};
+  run_batch_products(std::span(&output, 1), pool);
+  for (int64_t t = 0; t < n_query; ++t) add_bias(w.bo, y + t * ldy);
 }
 
 }  // namespace wren

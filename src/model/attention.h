@@ -48,6 +48,14 @@ constexpr int kKeyBlock = 8;
 // Query heads per KV head the ReLU^2 group kernel takes (its per-head sums live on the stack).
 constexpr int kMaxGroup = 64;
 
+// A row's projections that its batch ran beforehand (prefill's chunk: one GEMM per matrix
+// for all rows, attention_batch_inputs below): q = W_q x, k = W_k x, v = W_v x, before
+// bias, QK-norm and RoPE (k, v only for a layer with its own cache).
+struct Projected {
+  const float* q = nullptr;
+  const float *k = nullptr, *v = nullptr;
+};
+
 // One token through one attention layer: what every attention entry point reads.
 struct AttentionStep {
   const AttentionWeights& w;
@@ -57,6 +65,10 @@ struct AttentionStep {
   int64_t pos;          // the token's position
   AttentionScratch& s;
   kernels::ThreadPool* pool = nullptr;
+  // Set: the entry points take their products from here, and write to `out` the heads'
+  // outputs o ([n_heads * value_dim]) instead of W_o(...): the batch's output GEMM follows
+  // (attention_batch_output).
+  const Projected* projected = nullptr;
 };
 
 // A full layer's per-KV-head scores, kept for the sparse layers that reuse its cache:
@@ -83,6 +95,37 @@ void gated_output(const MatrixView& wg, const MatrixView& wo, const Vec& bo, int
 // gated_output from the heads' outputs in s.o.
 void project_output(const AttentionWeights& w, const MixerSpec& m, const float* x, AttentionScratch& s, float* out,
                     kernels::ThreadPool* pool);
+// The entry points' two ends: s.q from a.x (project_query) or from a.projected; and
+// project_output into out, or with a.projected the heads' outputs s.o copied to out.
+void step_query(const AttentionStep& a);
+void step_output(const AttentionStep& a, float* out);
+
+// ---- A batch's projections (prefill's chunk) -----------------------------------------
+//
+// The n rows' normed inputs x[t * ldx] meet each projection matrix once, as one GEMM per
+// matrix (model/region.h run_batch_products): the weights are read once per chunk instead of
+// once per token, and each row's values equal its own matvec's.
+struct AttentionBatch {
+  std::vector<float> q, k, v, gate, o;  // [n][width of each]
+  int64_t q_width = 0, k_width = 0, v_width = 0, o_width = 0;
+  // The projections of query row tq and of row t (k, v null without a cache of its own).
+  Projected row(int64_t tq, int64_t t) const;
+  float* o_row(int64_t t) { return o.data() + t * o_width; }
+};
+// q (and the gate) for the rows in `query`, k and v for every row of x when `own_kv`.
+struct AttentionBatchInput {
+  const AttentionWeights& w;
+  const MixerSpec& m;
+  const float* x;
+  int64_t ldx, n;
+  bool own_kv;
+  const float* query_x;  // the rows that attend ([n_query][ldx]; x when every row does)
+  int64_t n_query;
+};
+void attention_batch_inputs(const AttentionBatchInput& in, AttentionBatch& b, kernels::ThreadPool* pool);
+// y[t * ldy] = W_o (o_t * sigmoid(gate_t)) (+ b_o) for the n_query rows, o_t = b.o_row(t).
+void attention_batch_output(const AttentionWeights& w, int64_t n_query, AttentionBatch& b, float* y, int64_t ldy,
+                            kernels::ThreadPool* pool);
 
 // Softmax attention of the token at `pos` over the positions the cache holds (the window for
 // a window layer): p = softmax(q.k / sqrt(d_h)) (with a per-head sink logit if present).

@@ -107,12 +107,12 @@ void check(const MixerSpec& m, const Dims& d, const GdnState& st, const GdnScrat
                                 " tokens (GdnScratch::reserve)");
 }
 
-// y = W x for T tokens: the decode kernel for one token, the tiled product for more.
+// y = W x for T tokens: the decode kernel for one token, the batched product (integer GEMM
+// tiles on q8 / q4, each row's values its matvec's) for more.
 void project(const MatrixView& w, const float* x, int64_t T, float* y, kernels::ThreadPool* pool) {
-  if (T == 1)
-    kernels::matvec(w, x, y, pool);
-  else
-    kernels::matmul(w, x, T, y, pool);
+  if (T == 1) return kernels::matvec(w, x, y, pool);
+  const BatchProduct p{w, x, w.cols, y, w.rows, T};
+  run_batch_products(std::span(&p, 1), pool);
 }
 
 // (1) SiLU(causal depthwise conv). `in` holds [K-1 + T][C]: the K-1 previous inputs, then the
@@ -176,7 +176,9 @@ void project_inputs(const GdnWeights& w, const Dims& d, const float* x, int64_t 
   for (int j = 0; j < n; ++j)
     p[3 + j] = gates[j].two_step() ? Product{*gates[j].a, x, gates[j].low_rank} : Product{*gates[j].full, x, gates[j].y};
   if (T == 1) return run_products(std::span(p, size_t(3 + n)), pool);
-  for (const Product& product : std::span(p, size_t(3 + n))) project(product.w, x, T, product.y, pool);
+  BatchProduct batch[3 + kGateProjections];  // one region; x quantised once for all of them
+  for (int j = 0; j < 3 + n; ++j) batch[j] = {p[j].w, x, p[j].w.cols, p[j].y, p[j].w.rows, T};
+  run_batch_products(std::span(batch, size_t(3 + n)), pool);
 }
 
 // (1) q, k, v = SiLU(Conv1d(W x)), then q, k scaled to unit length per head; advances the tails.

@@ -51,17 +51,23 @@ std::shared_ptr<const Model> load_model(const ModelConfig& c, std::shared_ptr<co
     }
   }
   if (c.tie_embeddings) m.lm_head = m.embed;
+  m.lm_head_prescore = make_lm_head_prescore(m.lm_head);  // reads the head's stored rows once
   // Decode-order copies of every matrix a matvec reads; the embedding and engram tables are
-  // read by row (lookups), so they keep the stored layout only.
+  // read by row (lookups), so they keep the stored layout only. Matvec and GEMM read only the
+  // copy, so the stored values are released as soon as each is packed: resident memory
+  // holds each matrix once (a tied head's rows come back one by one as the embedding reads them).
   const auto looked_up = [](const std::string& name) { return name == "embed" || name.ends_with("engram.tables"); };
   auto packed = std::make_shared<PackedWeights>();
+  const auto pack = [&](MatrixView& w) {
+    packed->pack(w);
+    if (w.packed) source->release(w);
+  };
   for (auto& [name, w] : top.matrices)  // "lm_head" is the embedding's view when tied
-    if (!looked_up(name)) packed->pack(*w);
+    if (!looked_up(name)) pack(*w);
   for (Slots& s : per_layer)
     for (auto& [name, w] : s.matrices)
-      if (!looked_up(name)) packed->pack(*w);
+      if (!looked_up(name)) pack(*w);
   m.packed = std::move(packed);
-  m.lm_head_prescore = make_lm_head_prescore(m.lm_head);
   m.engram = residual_engram_hasher(c);
   for (int i = 0; i < c.n_layers(); ++i) {
     LayerWeights& l = m.layers[size_t(i)];

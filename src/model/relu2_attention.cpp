@@ -67,7 +67,7 @@ void relu2_attention(const AttentionStep& a, const KvCache& cache, GroupScores s
   const MixerSpec& m = a.m;
   AttentionScratch& s = a.s;
   const int64_t pos = a.pos;
-  project_query(a.w, m, a.c, a.x, pos, s.q.data(), a.pool);
+  step_query(a);
   const int dh = m.head_dim, group = m.n_heads / m.n_kv_heads;
   const int64_t n = pos + 1;
   clear_group_scores(scores, m.n_kv_heads, n);
@@ -82,7 +82,7 @@ void relu2_attention(const AttentionStep& a, const KvCache& cache, GroupScores s
     relu2_group_values(cache, g, group, n, float(m.relu2_c), s, s.o.data() + int64_t(g) * group * dh);
   }
   if (probe) probe->finish_query(pos, n);
-  project_output(a.w, m, a.x, s, out, a.pool);
+  step_output(a, out);
 }
 
 }  // namespace wren

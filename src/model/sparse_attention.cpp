@@ -32,7 +32,7 @@ void sparse_attention(const AttentionStep& a, const MixerSpec& owner, const KvCa
   const MixerSpec& m = a.m;
   AttentionScratch& s = a.s;
   const int64_t pos = a.pos;
-  project_query(a.w, m, a.c, a.x, pos, s.q.data(), a.pool);
+  step_query(a);
   const int dh = m.head_dim, group = m.n_heads / owner.n_kv_heads;
   const float scale = 1.0f / std::sqrt(float(dh));
   const int64_t n = pos + 1;
@@ -55,7 +55,7 @@ void sparse_attention(const AttentionStep& a, const MixerSpec& owner, const KvCa
       for (int h = 0; h < group; ++h) kernels::axpy(p[h * count + i], v, dh, o + h * dh);
     }
   }
-  project_output(a.w, m, a.x, s, out, a.pool);
+  step_output(a, out);
 }
 
 }  // namespace wren

@@ -26,6 +26,11 @@ class WeightSource {
   virtual kernels::MatrixView matrix(const TensorInfo& t) const = 0;
   // The tensor decoded to f32, row by row from matrix().
   std::vector<float> floats(const TensorInfo& t) const;
+  // Says that the values of w (a view this source handed out; not its scales) are no longer
+  // read on the hot paths, because a decode-order copy serves them: a memory-mapped source
+  // drops their pages, which a later reader faults back in from the file. Memory of its own
+  // a source keeps (the default).
+  virtual void release(const kernels::MatrixView& w) const { (void)w; }
 };
 
 // Every tensor of a weight map held in memory, each in its own storage type.

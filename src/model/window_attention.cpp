@@ -17,7 +17,7 @@ void window_attention(const AttentionStep& a, const KvCache& cache, GroupScores 
   const MixerSpec& m = a.m;
   AttentionScratch& s = a.s;
   const int64_t pos = a.pos;
-  project_query(w, m, a.c, a.x, pos, s.q.data(), a.pool);
+  step_query(a);
   const int dh = m.head_dim, group = m.n_heads / m.n_kv_heads;
   const float scale = (m.scale > 0 ? float(m.scale) : 1.0f / std::sqrt(float(dh))) * w.rope.score_scale;
   const float cap = float(m.softcap);  // Gemma 2: logit = cap tanh(logit / cap)
@@ -53,7 +53,7 @@ void window_attention(const AttentionStep& a, const KvCache& cache, GroupScores 
       for (int h = 0; h < group; ++h) kernels::axpy(p[h * n + j], v, dh, o + h * dh);
     }
   }
-  project_output(w, m, a.x, s, out, a.pool);
+  step_output(a, out);
 }
 
 }  // namespace wren

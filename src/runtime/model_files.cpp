@@ -57,6 +57,14 @@ class DirWeights : public WeightSource {
   ModelFiles& files() { return files_; }
 
   kernels::MatrixView matrix(const TensorInfo& t) const override { return matrix_view(files_.weight(t.name)); }
+  void release(const kernels::MatrixView& w) const override {
+    const auto* p = static_cast<const uint8_t*>(w.data);
+    for (const auto& f : files_.tensors().files()) {
+      const MappedFile& m = f->mapping();
+      if (p >= m.data() && p < m.data() + m.size())
+        return m.release_pages(uint64_t(p - m.data()), uint64_t(w.rows * w.row_bytes()));
+    }
+  }
 
  private:
   ModelFiles files_;

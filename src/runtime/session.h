@@ -58,6 +58,9 @@ struct BatchScratch {
   std::vector<int32_t> active, state_of;  // rows still running; each row's TokenState slot
   std::vector<int32_t> experts;           // [rows][top_k]
   FfnBatchScratch ffn;
+  std::vector<float> xn, xq;               // [rows][d]: an attention layer's normed inputs, of the rows that attend
+  std::vector<char> attends;               // per active row: runs the layer's attention (else stops there)
+  AttentionBatch attention;
   void reserve(int64_t rows, const ModelConfig& c);
 };
 
@@ -147,14 +150,26 @@ class Session {
   // Layer i up to the FFN's normed input, written to `ffn_x`; false when the row stops here
   // (early exit: only the layer's own cache entry was filled).
   bool mixer_step(int layer, bool all_layers, float* ffn_x);
+  // mixer_step's two ends: up to the mixer's normed input `xn` (false: the row stops here,
+  // having filled its cache entry when `fill_exit`), and from the mixer's output on.
+  bool mixer_input(int layer, bool all_layers, float* xn, bool fill_exit);
+  void mixer_output(int layer, const float* out, float* ffn_x);
+  // Layer `layer` (an attention kind) for every active row of a batch, its projections as
+  // GEMMs: the rows' inputs, then each row's cache entry and attention in row order, then
+  // the output GEMM and each row's FFN input (written to scratch.x; rows that stop leave).
+  static void attention_batch(int layer, std::span<const BatchRow> rows, BatchScratch& scratch);
+  // A Gated DeltaNet layer for a prompt's rows (one session, in order) through the chunked
+  // form (gdn_prefill), which leaves the state where token-by-token decode would.
+  static void recurrent_batch(int layer, std::span<const BatchRow> rows, BatchScratch& scratch);
   void ffn_step(int layer, const float* ffn_out);
   void embed(int32_t token);
   std::span<const int32_t> ngram_context(int order);
   const float* sublayer_input(int layer, bool ffn, const MixWeights& mix, const MhcWeights& mhc, MhcBoundary& boundary);
   void gather_residual_sources(const ResidualSourceSet& set);
   void bridge_kv(int layer);
-  void fill_cache(int layer, const float* x);  // a layer's own cache entry for this token
-  void run_mixer(int layer, const float* x, float* out);
+  // A layer's own cache entry for this token (its K/V products from `projected` when set).
+  void fill_cache(int layer, const float* x, const Projected* projected = nullptr);
+  void run_mixer(int layer, const float* x, float* out, const Projected* projected = nullptr);
   void run_ffn(int layer, const float* x, float* out);
   void add_output(const float* out, const Vec& post_norm, const MhcBoundary& boundary);
   void finish(float* logits);
