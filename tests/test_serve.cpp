@@ -9,9 +9,11 @@
 #include "config/read_file.h"
 #include "runtime/generation.h"
 #include "runtime/model_files.h"
+#include "serve/chat_file.h"
 #include "serve/chat_template.h"
 #include "serve/request.h"
 #include "serve/scheduler.h"
+#include "temp_dir.h"
 #include "test_util.h"
 
 namespace wren::serve {
@@ -305,6 +307,102 @@ TEST(Scheduler, AFullQueueRefusesAndACancelledJobFreesItsSlot) {
   EXPECT_EQ(r.finish_reason, "cancelled");
   EXPECT_LT(r.completion_tokens, 400);
   EXPECT_EQ(drain(*waiting), alone(tok.encode("Then"), greedy(3)));
+}
+
+// A long prompt arriving while a stream decodes runs one chunk per step: the stream waits for
+// one chunk of it between two of its tokens, never for the whole prompt.
+TEST(Scheduler, ANewPromptDelaysARunningStreamByOneChunkAtMost) {
+  const text::Tokenizer& tok = shipped().tok;
+  Scheduler sched(shipped().model, tok, {.parallel = 2, .queue = 4, .context = 512, .threads = 1, .prefill_chunk = 4});
+  auto running = std::make_shared<Job>(tok.encode("Once"), greedy(400));
+  ASSERT_TRUE(sched.submit(running));
+  while (sched.stats().decode_steps < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::vector<int32_t> prompt;
+  while (prompt.size() < 60) {
+    const std::vector<int32_t> more = tok.encode(" The little dog ran to the park and played with a ball.");
+    prompt.insert(prompt.end(), more.begin(), more.end());
+  }
+  auto arriving = std::make_shared<Job>(prompt, greedy(3));
+  ASSERT_TRUE(sched.submit(arriving));
+  EXPECT_EQ(drain(*arriving), alone(prompt, greedy(3)));
+  EXPECT_FALSE(running->take(0).finished) << "the stream ended before the prompt had run: nothing was measured";
+  running->cancel();
+  drain(*running);
+  EXPECT_EQ(sched.stats().most_prompt_tokens_between_steps, 4);
+  EXPECT_GT(sched.stats().longest_step_gap_seconds, 0);
+}
+
+// The next answer of a session at temperature 0, after `more` tokens.
+std::string continued(Session& s, const std::vector<int32_t>& more, int64_t* prompt_tokens = nullptr) {
+  Generation gen(s, shipped().tok, greedy(6));
+  gen.prefill(more, true);
+  std::string text;
+  while (!gen.done()) text += gen.step();
+  if (prompt_tokens) *prompt_tokens = gen.times().prompt_tokens;
+  return text + gen.finish();
+}
+
+// A saved chat loaded into a fresh session continues exactly as the saved session does:
+// same history, same next answer, and only the new tokens run.
+TEST(ChatFile, ALoadedChatContinuesAsTheSavedSession) {
+  const text::Tokenizer& tok = shipped().tok;
+  testing_util::TempDir dir;
+  const SessionOptions so{.context = 256, .threads = 1, .lm_head = lm_head_for(greedy(1).sampling, true)};
+  Session saved(shipped().model, so);
+  continued(saved, tok.encode("Once upon a time there was a cat"));
+  const SavedChat chat{.format = ChatFormat::chatml, .messages = {{"user", "Hi"}, {"assistant", "Hello!"}}, .pending = 7};
+  save_chat(dir / "chat", saved, chat);
+  const std::vector<int32_t> more = tok.encode(". The cat");
+  int64_t original_run = 0, loaded_run = 0;
+  const std::string original = continued(saved, more, &original_run);
+
+  Session loaded(shipped().model, so);
+  const SavedChat back = load_chat(dir / "chat", loaded, tok.vocab_size());
+  EXPECT_EQ(back.format, chat.format);
+  EXPECT_EQ(back.pending, chat.pending);
+  ASSERT_EQ(back.messages.size(), 2u);
+  EXPECT_EQ(back.messages[1].content, "Hello!");
+  EXPECT_EQ(loaded.position(), saved.position() - original_run - 5);  // before the continuation
+  EXPECT_EQ(continued(loaded, more, &loaded_run), original);
+  EXPECT_EQ(loaded_run, int64_t(more.size()));
+  EXPECT_EQ(loaded.history(), saved.history());
+}
+
+// Truncated at every part, a byte changed in the JSON or the state, a huge claimed length,
+// another context: each refused naming the file, none a crash.
+TEST(ChatFile, DamagedOrForeignFilesAreRefusedNamingTheFile) {
+  const text::Tokenizer& tok = shipped().tok;
+  testing_util::TempDir dir;
+  const SessionOptions so{.context = 128, .threads = 1};
+  Session s(shipped().model, so);
+  std::vector<float> logits(size_t(s.vocab_rows()));
+  s.prefill(tok.encode("Once upon a time"), logits.data());
+  save_chat(dir / "good", s, {.format = ChatFormat::wren, .messages = {{"user", "Once upon a time"}}});
+  const std::string good = read_file(dir / "good");
+  const auto refused = [&](const std::string& contents, const std::string& why, SessionOptions o) {
+    const std::string path = dir / "bad";
+    std::ofstream(path, std::ios::binary) << contents;
+    Session fresh(shipped().model, o);
+    try {
+      load_chat(path, fresh, tok.vocab_size());
+      ADD_FAILURE() << why << ": loaded";
+    } catch (const std::runtime_error& e) {
+      EXPECT_EQ(std::string(e.what()).rfind(path + ": ", 0), 0u) << why << ": " << e.what();
+    }
+  };
+  for (size_t cut : {size_t(0), size_t(5), size_t(19), size_t(40), good.size() / 2, good.size() - 1})
+    refused(good.substr(0, cut), "cut at " + std::to_string(cut), so);
+  std::string flipped = good;
+  flipped.back() ^= 1;
+  refused(flipped, "a state byte changed", so);
+  std::string json = good;
+  json[30] = '\x01';
+  refused(json, "a JSON byte changed", so);
+  std::string huge = good;
+  huge[19] = '\x7f';
+  refused(huge, "a huge JSON length", so);
+  refused(good, "another context", {.context = 64, .threads = 1});
+  refused(good + "x", "a byte appended", so);
 }
 
 }  // namespace

@@ -223,6 +223,17 @@ void restore_session_state(Session& s, std::span<const std::byte> data, std::spa
   for (const StateBuffer& b : layout(s, position, extra)) r.get(b.bytes.data(), b.bytes.size(), b.name);
 }
 
+uint64_t session_state_most_bytes(Session& s, std::span<const StateBuffer> extra) {
+  const std::vector<StateBuffer> list = layout(s, s.position(), extra);
+  return encoded_bytes(list) + uint64_t(s.context() - s.position()) * sizeof(int32_t);
+}
+
+uint64_t fnv1a(std::span<const std::byte> bytes) {
+  Fnv f;
+  f.add(bytes.data(), bytes.size());
+  return f.h;
+}
+
 void save_session_state_file(Session& s, const std::string& path, std::span<const StateBuffer> extra) {
   const std::vector<std::byte> bytes = save_session_state(s, extra);
   OutputFile out(path);
@@ -234,9 +245,7 @@ void restore_session_state_file(Session& s, const std::string& path, std::span<c
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw std::runtime_error(path + ": cannot open (" + std::strerror(errno) + ")");
   const auto size = uint64_t(in.tellg());
-  // The largest state this session can hold: its layout with the history full.
-  std::vector<StateBuffer> list = layout(s, s.position(), extra);
-  const uint64_t most = encoded_bytes(list) + uint64_t(s.context() - s.position()) * sizeof(int32_t);
+  const uint64_t most = session_state_most_bytes(s, extra);
   if (size > most)
     throw std::runtime_error(path + ": " + std::to_string(size) + " bytes, more than a state of this session can be (" +
                              std::to_string(most) + ")");

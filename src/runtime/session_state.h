@@ -41,4 +41,12 @@ void restore_session_state(Session& s, std::span<const std::byte> data, std::spa
 void save_session_state_file(Session& s, const std::string& path, std::span<const StateBuffer> extra = {});
 void restore_session_state_file(Session& s, const std::string& path, std::span<const StateBuffer> extra = {});
 
+// The most bytes a saved state of this session can take (its layout with the history full):
+// the bound a reader of an untrusted file checks before it allocates.
+uint64_t session_state_most_bytes(Session& s, std::span<const StateBuffer> extra = {});
+
+// FNV-1a (64 bits) over bytes: the check a container of a state stores beside it, so that
+// damaged data is refused rather than restored.
+uint64_t fnv1a(std::span<const std::byte> bytes);
+
 }  // namespace wren

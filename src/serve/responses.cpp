@@ -86,6 +86,12 @@ std::string metrics_text(const SchedulerStats& s, const RequestCounts& requests,
   metric(out, "wren_decode_tokens_per_second", "gauge",
          "Generated tokens per second of decode-step time, all slots together.",
          s.decode_seconds > 0 ? double(s.completion_tokens) / s.decode_seconds : 0.0);
+  metric(out, "wren_longest_step_gap_seconds", "gauge",
+         "Longest wait of a running stream between two decode steps (another request's prefill chunk runs there).",
+         s.longest_step_gap_seconds);
+  metric(out, "wren_most_prompt_tokens_between_steps", "gauge",
+         "Most prompt tokens of other requests run between two decode steps of a running stream (one chunk at most).",
+         double(s.most_prompt_tokens_between_steps));
   metric(out, "wren_queue_length", "gauge", "Requests waiting for a slot.", double(s.queued));
   metric(out, "wren_slots_busy", "gauge", "Slots running a request.", double(s.busy));
   metric(out, "wren_slots_total", "gauge", "Slots (--parallel).", double(s.slots));

@@ -182,6 +182,7 @@ void Scheduler::prefill_step() {
       return release(s, "error", e.what());
     }
     s.prefilled += n;
+    prompt_since_step_ += int64_t(n);
     std::lock_guard lock(mutex_);
     stats_.prompt_tokens += int64_t(n);
     if (s.prefilled == p.size()) s.decoding = true;
@@ -213,9 +214,21 @@ void Scheduler::decode_step() {
   }
   const auto t0 = std::chrono::steady_clock::now();
   if (!sessions.empty()) decode_batch(sessions, tokens, logits);
-  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto t1 = std::chrono::steady_clock::now();
+  const double dt = std::chrono::duration<double>(t1 - t0).count();
   for (Generation* g : gens) g->advanced(dt / double(gens.size()));
   std::lock_guard lock(mutex_);
+  if (sessions.empty()) {
+    last_step_end_.reset();  // no stream waits for the next step
+  } else {
+    if (last_step_end_) {
+      stats_.most_prompt_tokens_between_steps = std::max(stats_.most_prompt_tokens_between_steps, prompt_since_step_);
+      stats_.longest_step_gap_seconds =
+          std::max(stats_.longest_step_gap_seconds, std::chrono::duration<double>(t0 - *last_step_end_).count());
+    }
+    last_step_end_ = t1;
+  }
+  prompt_since_step_ = 0;
   if (!sessions.empty()) {
     stats_.decode_steps += 1;
     stats_.decode_tokens += int64_t(sessions.size());

@@ -10,11 +10,13 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -70,6 +72,10 @@ struct SchedulerStats {
   int64_t prompt_tokens = 0, reused_tokens = 0, completion_tokens = 0, decode_steps = 0;
   int64_t decode_tokens = 0;  // tokens the decode steps ran (each step runs one per decoding slot)
   double decode_seconds = 0;  // wall time of the decode steps (all slots together)
+  // What a running stream waited for between two of its decode steps: the most prompt tokens
+  // of other requests run in such a gap (at most one chunk), and the longest gap in seconds.
+  int64_t most_prompt_tokens_between_steps = 0;
+  double longest_step_gap_seconds = 0;
   int queued = 0, busy = 0, slots = 0;
 };
 
@@ -109,6 +115,9 @@ class Scheduler {
   std::vector<float> scratch_logits_;  // a non-final prefill chunk's logits, never read
   size_t next_prefill_ = 0;
   uint64_t clock_ = 0;
+  // Since the last decode step: prompt tokens run, and when it ended (none: no stream waits).
+  int64_t prompt_since_step_ = 0;
+  std::optional<std::chrono::steady_clock::time_point> last_step_end_;
 
   mutable std::mutex mutex_;  // guards queue_, stopping_, stats_
   std::condition_variable cv_;

@@ -11,16 +11,14 @@
 #include <csignal>
 #include <cstdio>
 #include <iostream>
-#include <nlohmann/json.hpp>
 
-#include "config/read_file.h"
 #include "runtime/generation.h"
 #include "runtime/model_files.h"
+#include "serve/chat_file.h"
 #include "serve/chat_template.h"
 #include "text/tokenizer.h"
 #include "tools/commands.h"
 #include "tools/sampling_options.h"
-#include "tools/output.h"
 
 namespace wren::tools {
 
@@ -39,19 +37,19 @@ struct ChatArgs {
 struct TurnStats {
   int64_t fed = 0;  // tokens this turn ran before answering
   bool reprefilled = false;
+  bool restored = false;  // no turn since /load: its state was restored, no token run
   GenerationTimes times;
 };
 
 class Chat {
  public:
   Chat(const ChatArgs& a, std::shared_ptr<const Model> model, const text::Tokenizer& tok, serve::ChatFormat f)
-      : a_(a), model_(std::move(model)), tok_(tok), tmpl_(f, tok), logits_(size_t(model_->config.rows())) {
+      : a_(a), model_(std::move(model)), tok_(tok), tmpl_(f, tok) {
     reset();
   }
 
   void reset() {
-    session_ = std::make_unique<Session>(model_, SessionOptions{.context = a_.context, .threads = a_.threads,
-                                                                 .lm_head = lm_head_for(a_.gen.sampling, true)});
+    session_ = new_session();
     messages_.clear();
     fed_.clear();
     pending_ = -1;
@@ -76,7 +74,7 @@ class Chat {
     }
     o.max_tokens = int(std::min<int64_t>(o.max_tokens, room));
     Generation gen(*session_, tok_, o);
-    last_.fed = int64_t(tokens.size());
+    last_ = {.fed = int64_t(tokens.size()), .reprefilled = last_.reprefilled};
     gen.prefill(tokens, true);
     fed_ = pieces;
     std::string answer;
@@ -92,61 +90,61 @@ class Chat {
     out << rest << (stopped ? " [stopped]" : "") << "\n" << std::flush;
     if (gen.done() && !gen.hit_end_token() && gen.chosen() >= 0) pending_ = gen.chosen();
     last_.times = gen.times();
+    prompt_run_ += last_.times.prompt_tokens;
     messages_.push_back({"assistant", answer});
   }
+
+  int64_t position() const { return session_->position(); }
 
   std::string stats() const {
     const GenerationTimes& t = last_.times;
     char buf[512];
     std::snprintf(buf, sizeof buf,
                   "session: %lld of %lld tokens, %zu messages, chat template %s\n"
-                  "last turn: %lld new tokens run%s (%.1f tokens/s), %d generated (%.2f tokens/s)\n",
+                  "last turn: %lld new tokens run%s (%.1f tokens/s), %d generated (%.2f tokens/s)\n"
+                  "this chat ran %lld prompt tokens in all\n",
                   (long long)session_->position(), (long long)session_->context(), messages_.size(),
                   std::string(serve::format_name(tmpl_.format())).c_str(), (long long)last_.fed,
-                  last_.reprefilled ? ", the whole conversation again" : "",
-                  t.prefill_s > 0 ? double(t.prompt_tokens) / t.prefill_s : 0.0, t.generated, t.decode_tokens_per_s());
+                  last_.reprefilled ? ", the whole conversation again" : last_.restored ? ", state loaded from a file" : "",
+                  t.prefill_s > 0 ? double(t.prompt_tokens) / t.prefill_s : 0.0, t.generated, t.decode_tokens_per_s(),
+                  (long long)prompt_run_);
     return buf;
   }
 
-  // The conversation and the session's tokens. Session state itself is not saved: /load runs
-  // the saved tokens again (one prefill), which rebuilds the same state.
+  // The conversation and the session's whole state (serve/chat_file.h): /load continues
+  // from the saved caches, rings and recurrent states, running no token again.
   void save(const std::string& path) const {
-    nlohmann::json j = {{"format", serve::format_name(tmpl_.format())}, {"tokens", session_->history()},
-                        {"pending", pending_}, {"messages", nlohmann::json::array()}};
-    for (const auto& m : messages_) j["messages"].push_back({{"role", m.role}, {"content", m.content}});
-    write_text_atomic(path, j.dump(1) + "\n");
+    serve::save_chat(path, *session_, {.format = tmpl_.format(), .messages = messages_, .pending = pending_});
   }
 
+  // Into a fresh session, so that a file refused halfway leaves the chat as it was.
   void load(const std::string& path) {
-    nlohmann::json j;
+    std::unique_ptr<Session> session = new_session();
+    serve::SavedChat saved = serve::load_chat(path, *session, tok_.vocab_size());
+    if (saved.format != tmpl_.format())
+      throw std::runtime_error(path + ": saved with chat template " + std::string(serve::format_name(saved.format)) +
+                               ", this chat uses " + std::string(serve::format_name(tmpl_.format())));
+    std::vector<serve::PromptPiece> fed;
     try {
-      j = nlohmann::json::parse(read_file(path));
-    } catch (const nlohmann::json::exception& e) {
-      throw std::runtime_error(path + ": not a saved chat: " + e.what());
+      // The pieces that were run: every message but the last answer (its tokens are in the state).
+      const bool answered = !saved.messages.empty() && saved.messages.back().role == "assistant";
+      fed = tmpl_.render(std::span(saved.messages).first(saved.messages.size() - (answered ? 1 : 0)), true);
+    } catch (const std::invalid_argument& e) {
+      throw std::runtime_error(path + ": " + e.what());
     }
-    if (!j.is_object() || !j.contains("tokens") || !j["tokens"].is_array() || !j.contains("messages") || !j["messages"].is_array())
-      throw std::runtime_error(path + ": not a saved chat (expected tokens and messages)");
-    std::vector<int32_t> tokens;
-    for (const auto& t : j["tokens"]) {
-      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= tok_.vocab_size())
-        throw std::runtime_error(path + ": tokens: " + t.dump() + " is not a token id of this model");
-      tokens.push_back(t.get<int32_t>());
-    }
-    if (int64_t(tokens.size()) >= session_->context()) throw std::runtime_error(path + ": more tokens than the context holds");
-    std::vector<serve::ChatMessage> messages;
-    for (const auto& m : j["messages"]) {
-      if (!m.is_object() || !m.value("role", nlohmann::json()).is_string() || !m.value("content", nlohmann::json()).is_string())
-        throw std::runtime_error(path + ": messages: expected {role, content} objects");
-      messages.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
-    }
-    reset();
-    messages_ = messages;
-    if (!tokens.empty()) session_->prefill(tokens, logits_.data());
-    fed_ = tmpl_.render(std::vector<serve::ChatMessage>(messages_.begin(), messages_.end() - (messages_.empty() ? 0 : 1)), true);
-    pending_ = j.value("pending", -1);
+    session_ = std::move(session);
+    messages_ = std::move(saved.messages);
+    fed_ = session_->position() > 0 ? std::move(fed) : std::vector<serve::PromptPiece>{};
+    pending_ = saved.pending;
+    last_ = {.restored = true};
   }
 
  private:
+  std::unique_ptr<Session> new_session() const {
+    return std::make_unique<Session>(model_, SessionOptions{.context = a_.context, .threads = a_.threads,
+                                                            .lm_head = lm_head_for(a_.gen.sampling, true)});
+  }
+
   // The tokens the session has not seen: after the pieces already fed, skip the answer
   // (the session holds the tokens that produced it) and encode the rest. When the template
   // does not extend what was fed (it rewrote an earlier turn), start a fresh session.
@@ -182,8 +180,8 @@ class Chat {
   std::vector<serve::ChatMessage> messages_;
   std::vector<serve::PromptPiece> fed_;  // the pieces of the last prompt run
   int32_t pending_ = -1;
-  std::vector<float> logits_;
   TurnStats last_;
+  int64_t prompt_run_ = 0;  // prompt tokens this process ran, every turn (a /load runs none)
 };
 
 // Ctrl-C interrupts a read (no SA_RESTART) and the answer loop, never the program.
@@ -203,7 +201,7 @@ bool command(Chat& chat, const std::string& line) {
     if (arg.empty()) throw std::runtime_error(name + " needs a file name");
     if (name == "/save") chat.save(arg);
     else chat.load(arg);
-    std::cout << (name == "/save" ? "(saved to " : "(loaded from ") << arg << ")\n";
+    std::cout << (name == "/save" ? "(saved to " : "(loaded from ") << arg << ": " << chat.position() << " tokens of state)\n";
   } else if (name == "/quit" || name == "/exit") return false;
   else std::cout << "unknown command " << name << ": /reset, /save FILE, /load FILE, /stats, /quit\n";
   std::cout << std::flush;

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """wren chat through a pseudo-terminal: send a message, read the streamed reply, stop a long
 answer with Ctrl-C (the chat stays), /stats shows that turn 2 ran only its new tokens,
-/save and /load, then the same conversation without a terminal (plain stdin/stdout).
+/save then /load in a new chat restores the session's state (no token run again, the next
+answer the one the first chat gave), damaged or foreign saved chats are refused naming the
+file, then the same conversation without a terminal (plain stdin/stdout).
 Usage: chat_pty.py WREN_BINARY MODEL_DIR"""
-import os, pty, re, select, subprocess, sys, tempfile, time
+import atexit, os, pty, re, select, shutil, subprocess, sys, tempfile, time
 
 wren, model = sys.argv[1], sys.argv[2]
 
@@ -71,9 +73,54 @@ session_tokens, turn2 = int(m.group(1)), int(m.group(2))
 if m.group(3) or turn2 >= session_tokens - turn1:
     fail(f"turn 2 ran {turn2} tokens of a {session_tokens}-token session: the earlier turn was run again", p.out)
 
-# Ctrl-C stops a long answer, not the chat (a second chat, allowed 4000 tokens per answer).
+# /save, then turn 3: the answer a chat loaded from the file must give again.
+tmp = tempfile.mkdtemp()
+atexit.register(shutil.rmtree, tmp, True)
+saved = os.path.join(tmp, "chat.wren")
+p.mark()
+p.send(f"/save {saved}\n")
+m = p.read_until(r"saved to .*?: (\d+) tokens of state")
+if int(m.group(1)) != session_tokens or not os.path.exists(saved):
+    fail(f"/save wrote {m.group(1)} tokens of a {session_tokens}-token session", p.out)
+p.read_until(r"> $")  # the prompt before the message, so the echo follows it
+p.mark()
+p.send("And then?\n")
+reply3 = re.search(r"And then\?\r?\n(.+?)\r?\n> $", p.read_until(r"And then\?\r?\n.+?\r?\n> $").group(0), re.S).group(1)
+p.mark()
+p.send("/stats\n")
+turn3 = int(p.read_until(r"last turn: (\d+) new tokens run").group(1))
 p.send("/quit\n")
 os.waitpid(p.pid, 0)
+
+# A new chat loads the state: nothing runs at /load, turn 3 runs only its own tokens and
+# gives the same answer (temperature 0).
+p = Pty(args)
+p.read_until(r"> $")
+p.mark()
+p.send(f"/load {saved}\n")
+m = p.read_until(r"loaded from .*?: (\d+) tokens of state")
+if int(m.group(1)) != session_tokens:
+    fail(f"/load restored {m.group(1)} tokens, the saved session held {session_tokens}", p.out)
+p.mark()
+p.send("/stats\n")
+m = p.read_until(r"session: (\d+) of \d+ tokens.*?last turn: (\d+) new tokens run([^(\n]*).*?ran (\d+) prompt tokens in all")
+if int(m.group(1)) != session_tokens or int(m.group(2)) != 0 or "loaded" not in m.group(3) or int(m.group(4)) != 0:
+    fail("after /load the session ran tokens or lost some: " + m.group(0), p.out)
+p.read_until(r"> $")
+p.mark()
+p.send("And then?\n")
+again = re.search(r"And then\?\r?\n(.+?)\r?\n> $", p.read_until(r"And then\?\r?\n.+?\r?\n> $").group(0), re.S).group(1)
+if again != reply3:
+    fail(f"after /load turn 3 answered {again!r}, the saved chat answered {reply3!r}", p.out)
+p.mark()
+p.send("/stats\n")
+m = p.read_until(r"last turn: (\d+) new tokens run(,[^(]*)?.*?ran (\d+) prompt tokens in all")
+if int(m.group(1)) != turn3 or m.group(2) or int(m.group(3)) != turn3:
+    fail(f"after /load turn 3 ran {m.group(1)} tokens, the saved chat's ran {turn3}", p.out)
+p.send("/quit\n")
+os.waitpid(p.pid, 0)
+
+# Ctrl-C stops a long answer, not the chat (a second chat, allowed 4000 tokens per answer).
 p = Pty(args[:args.index("-n")] + ["-n", "4000"] + args[args.index("-n") + 2:])
 p.read_until(r"> $")
 p.mark()
@@ -88,32 +135,28 @@ p.send("/stats\n")
 m = p.read_until(r"last turn: \d+ new tokens run[^\n]*, (\d+) generated")
 if int(m.group(1)) >= 4000:
     fail("Ctrl-C did not stop the answer", p.out)
-
-with tempfile.TemporaryDirectory() as d:
-    path = os.path.join(d, "chat.json")
-    p.mark()
-    p.send(f"/save {path}\n")
-    p.read_until(r"saved to")
-    if not os.path.exists(path):
-        fail("/save wrote nothing", p.out)
-    p.send("/reset\n")
-    p.read_until(r"cleared")
-    p.mark()
-    p.send(f"/load {path}\n")
-    p.read_until(r"loaded from")
-    p.mark()
-    p.send("/stats\n")
-    m = p.read_until(r"session: (\d+) of")
-    if int(m.group(1)) == 0:
-        fail("/load restored no tokens", p.out)
 p.send("/quit\n")
 _, status = os.waitpid(p.pid, 0)
 if os.WEXITSTATUS(status) != 0:
     fail(f"/quit exited {os.WEXITSTATUS(status)}", p.out)
 
-# Without a terminal: one answer per line, the same text as the terminal's first answer.
-r = subprocess.run(args, input="Hello, who are you?\n", capture_output=True, text=True, timeout=120)
+# Damaged and foreign saved chats: each refused naming the file, the chat unchanged (its
+# answer the first chat's). Without a terminal: one answer per line.
+data = open(saved, "rb").read()
+bad = {"garbage": b"not a saved chat", "truncated": data[: len(data) // 2], "flipped": data[:-1] + bytes([data[-1] ^ 1]),
+       "huge-json": data[:12] + (1 << 62).to_bytes(8, "little") + data[20:]}
+for name, contents in bad.items():
+    open(os.path.join(tmp, name), "wb").write(contents)
+loads = "".join(f"/load {os.path.join(tmp, name)}\n" for name in bad)
+r = subprocess.run(args, input=loads + "Hello, who are you?\n", capture_output=True, text=True, timeout=120)
+for name in bad:
+    if not re.search(rf"wren chat: {re.escape(os.path.join(tmp, name))}: ", r.stderr):
+        fail(f"a {name} saved chat was not refused naming the file", r.stderr)
 if r.returncode != 0 or r.stdout.strip() != reply1.strip().replace("\r", ""):
     fail(f"piped: status {r.returncode}, {r.stdout!r} vs the terminal's {reply1!r}", r.stderr)
+r = subprocess.run(args + ["-c", "300"], input=f"/load {saved}\n", capture_output=True, text=True, timeout=120)
+if r.returncode != 0 or not re.search(rf"{re.escape(saved)}: .*context", r.stderr):
+    fail("a chat of another context was not refused naming the file and the context", r.stderr)
 print("ok   wren chat through a pseudo-terminal: streamed reply, turn 2 ran", turn2, "new tokens of", session_tokens,
-      "; Ctrl-C stopped an answer; /save /load; piped stdin")
+      "; /load restored", session_tokens, "tokens running none, turn 3 the same answer from", turn3,
+      "new tokens; Ctrl-C stopped an answer; damaged and foreign files refused; piped stdin")

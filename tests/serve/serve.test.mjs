@@ -121,7 +121,9 @@ test('completion, chat and streaming agree; usage is the tokenizer\'s count', as
     assert.equal(health.status, 'ok');
     const metrics = await (await fetch(s.base + '/metrics')).text();
     for (const m of ['wren_requests_total{endpoint="/v1/chat/completions",status="200"} 2', 'wren_slots_total 2',
-                     'wren_slots_busy 0', 'wren_queue_length 0', 'wren_completion_tokens_total', 'wren_decode_tokens_per_second'])
+                     'wren_slots_busy 0', 'wren_queue_length 0', 'wren_completion_tokens_total', 'wren_decode_tokens_per_second',
+                     'wren_prompt_tokens_total', 'wren_prompt_tokens_reused_total', 'wren_requests_rejected_total 0',
+                     'wren_decode_steps_total', 'wren_longest_step_gap_seconds', 'wren_most_prompt_tokens_between_steps'])
       assert.ok(metrics.includes(m), `metrics lack ${m}:\n${metrics}`);
   } finally { await stopServer(s); }
 });
@@ -168,7 +170,13 @@ test('8 concurrent clients of mixed lengths each get what the request gets alone
       rounds++;
     }
     const rss1 = rssKiB(s.proc.pid);
-    console.log(`    ${rounds} rounds of 8 clients; RSS ${rss0} KiB before, ${rss1} KiB after`);
+    // Prompts arrived while other streams decoded: each waited for one chunk (8 tokens) at most.
+    const metrics = await (await fetch(s.base + '/metrics')).text();
+    const between = Number(/wren_most_prompt_tokens_between_steps (\d+)/.exec(metrics)[1]);
+    const gap = Number(/wren_longest_step_gap_seconds ([\d.e+-]+)/.exec(metrics)[1]);
+    assert.ok(between >= 1 && between <= 8, `a running stream waited for ${between} prompt tokens between two steps`);
+    console.log(`    ${rounds} rounds of 8 clients; RSS ${rss0} KiB before, ${rss1} KiB after; ` +
+                `a stream waited at most ${between} prompt tokens, ${(gap * 1000).toFixed(1)} ms, between two tokens`);
     assert.ok(rss1 < rss0 * 1.5 + 32768, `RSS grew from ${rss0} to ${rss1} KiB`);
   } finally { await stopServer(s); }
 });
