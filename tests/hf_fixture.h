@@ -362,9 +362,14 @@ class HfOracle {
 
   // DeepSeek MLA as transformers runs it (no absorption): k = [k_nope, rope(k_pe)], per head.
   Vec mla(int i, const std::string& p, const Vec& x) {
-    Vec qa = proj(p + "q_a_proj", kQLora, kD, x);
-    norm(qa.data(), kQLora, p + "q_a_layernorm.weight");
-    Vec qv = proj(p + "q_b_proj", kHeads * (kNope + kRope), kQLora, qa);
+    Vec qv;
+    if (m_.has(p + "q_proj.weight")) {
+      qv = proj(p + "q_proj", kHeads * (kNope + kRope), kD, x);
+    } else {
+      Vec qa = proj(p + "q_a_proj", kQLora, kD, x);
+      norm(qa.data(), kQLora, p + "q_a_layernorm.weight");
+      qv = proj(p + "q_b_proj", kHeads * (kNope + kRope), kQLora, qa);
+    }
     Vec ckv = proj(p + "kv_a_proj_with_mqa", kLora + kRope, kD, x);
     norm(ckv.data(), kLora, p + "kv_a_layernorm.weight");
     const double theta = c_["rope_theta"].get<double>();

@@ -26,13 +26,15 @@ namespace wren {
 
 // `count` consecutive elements of a source tensor, from element `first`: a safetensors
 // tensor (F32 / BF16 / F16), or a GGUF tensor (then `first` and `count` are whole blocks).
-// `add` is added to every value (GGUF stores Gemma's norm gains as 1 + w).
+// `add` is added to every value (GGUF stores Gemma's norm gains as 1 + w). `stride` > 1: the
+// elements first, first + stride, ... (a transposed source; F32 / F16 / BF16 only).
 struct ElementRun {
   const TensorView* tensor = nullptr;
   const GgufTensor* gguf = nullptr;
   const MappedFile* file = nullptr;
   uint64_t first = 0, count = 0;
   float add = 0.0f;
+  uint64_t stride = 1;
 };
 
 class HfCheckpoint {

@@ -29,6 +29,12 @@ void check_stop(const ConvertOptions& o, const std::string& name) {
 
 // Decodes `n` elements of a source tensor from element `first`, then drops the pages read.
 void decode_elements(const ElementRun& r, uint64_t first, uint64_t n, float* out) {
+  if (r.stride != 1) {  // a transposed source (float types), one element at a time
+    ElementRun one = r;
+    one.stride = 1;
+    for (uint64_t i = 0; i < n; ++i) decode_elements(one, first + i * r.stride, 1, out + i);
+    return;
+  }
   if (r.gguf) {
     const GgufTensor& t = *r.gguf;
     const uint64_t bv = uint64_t(ggml_block_values(t.type)), bb = uint64_t(ggml_block_bytes(t.type));
@@ -43,6 +49,8 @@ void decode_elements(const ElementRun& r, uint64_t first, uint64_t n, float* out
     const uint8_t* p = t.data + first * size;
     if (t.dtype == Dtype::F32) {
       std::memcpy(out, p, n * 4);
+    } else if (t.dtype == Dtype::BF16 && reinterpret_cast<uintptr_t>(p) % alignof(kernels::BF16) == 0) {
+      kernels::bf16_to_f32_row(reinterpret_cast<const kernels::BF16*>(p), int64_t(n), out);  // the SIMD widening
     } else {
       for (uint64_t i = 0; i < n; ++i) {
         uint16_t bits;
@@ -61,7 +69,7 @@ bool blocks_copy(const TensorValues& src, DType type, int group) {
   if (src.runs.empty() || group != 32 || (type != DType::q8 && type != DType::q4)) return false;
   const GgmlType want = type == DType::q8 ? GgmlType::Q8_0 : GgmlType::Q4_0;
   return std::all_of(src.runs.begin(), src.runs.end(), [&](const ElementRun& r) {
-    return r.gguf && r.gguf->type == want && r.add == 0.0f && r.first % 32 == 0 && r.count % 32 == 0;
+    return r.gguf && r.gguf->type == want && r.add == 0.0f && r.stride == 1 && r.first % 32 == 0 && r.count % 32 == 0;
   });
 }
 
@@ -83,6 +91,30 @@ void copy_blocks(const TensorInfo& t, const TensorValues& src, DType type, bool 
     }
 }
 
+// Runs whose stored bytes are already `type`'s (BF16 -> bf16, F32 -> f32, safetensors or GGUF,
+// nothing added, not strided) are copied as they are: bits, not a decode and re-encode.
+bool bytes_copy(const TensorValues& src, DType type) {
+  if (src.runs.empty() || (type != DType::bf16 && type != DType::f32)) return false;
+  return std::all_of(src.runs.begin(), src.runs.end(), [&](const ElementRun& r) {
+    if (r.add != 0.0f || r.stride != 1) return false;
+    if (r.gguf) return r.gguf->type == (type == DType::bf16 ? GgmlType::BF16 : GgmlType::F32);
+    return r.tensor->dtype == (type == DType::bf16 ? Dtype::BF16 : Dtype::F32);
+  });
+}
+
+void copy_bytes(const TensorInfo& t, const TensorValues& src, DType type, const ConvertOptions& o, const ByteSink& sink) {
+  const uint64_t size = type == DType::bf16 ? 2 : 4, chunk = uint64_t(1) << 22;  // 4 M values a piece
+  for (const ElementRun& r : src.runs) {
+    const uint8_t* base = r.gguf ? r.gguf->data : r.tensor->data;
+    for (uint64_t at = r.first; at < r.first + r.count; at += chunk) {
+      check_stop(o, t.name);
+      const uint64_t n = std::min(chunk, r.first + r.count - at);
+      sink(base + at * size, n * size);
+      r.file->release_pages(r.gguf ? uint64_t(base - r.file->data()) + at * size : r.tensor->file_offset + at * size, n * size);
+    }
+  }
+}
+
 // Reads the concatenated runs in order.
 class RunReader {
  public:
@@ -92,7 +124,7 @@ class RunReader {
       if (run_ >= runs_.size()) throw IoError("internal: the source runs hold fewer values than the tensor");
       const ElementRun& r = runs_[run_];
       const uint64_t take = std::min(n, r.count - at_);
-      decode_elements(r, r.first + at_, take, out);
+      decode_elements(r, r.first + at_ * r.stride, take, out);
       out += take, n -= take, at_ += take;
       if (at_ == r.count) ++run_, at_ = 0;
     }
@@ -146,6 +178,7 @@ void encode_stream(const TensorInfo& t, const TensorValues& src, DType type, int
   if (src.stored && src.stored->storage == type && (!is_quantized(type) || src.stored->group == group))
     return copy_stored(*src.stored, scales, o, sink);
   if (blocks_copy(src, type, group)) return copy_blocks(t, src, type, scales, o, sink);
+  if (bytes_copy(src, type)) return copy_bytes(t, src, type, o, sink);
   const int64_t rows = matrix_rows(t), cols = matrix_cols(t);
   RunReader reader(src.runs);
   kernels::MatrixView stored;

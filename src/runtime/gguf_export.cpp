@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
+#include <optional>
 #include <set>
 
 #include "config/read_file.h"
@@ -27,12 +29,52 @@ std::string num(int64_t x) { return std::to_string(x); }
 
 struct Arch {
   std::string name;
-  bool gemma = false, permute_qk = false;
+  bool gemma = false, permute_qk = false, deepseek = false;
 };
+
+// What llama.cpp's deepseek2 cannot say of an MLA model: one MLA spec throughout (rope on, a
+// nope part, YaRN only with mscale = mscale_all_dim), leading dense layers then MoE, shared
+// experts of the routed width without a gate.
+std::string deepseek2_unexpressible(const ModelConfig& c) {
+  std::set<std::string> why;
+  if (c.residual.kind != ResidualKind::plain || c.engram) why.insert("attention residuals, mHC or engrams");
+  if (c.norm.placement != NormPlacement::pre || c.norm.unit_offset || c.embedding_scale != 1.0 || c.logit_softcap)
+    why.insert("sandwich norms, 1 + w gains, embedding scaling or logit soft-capping");
+  const MixerSpec& m0 = c.mixer(0);
+  bool moe_seen = false;
+  for (int i = 0; i < c.n_layers(); ++i) {
+    const MixerSpec& m = c.mixer(i);
+    const FfnSpec& f = c.ffn(i);
+    if (m.kind != MixerKind::mla) why.insert("MLA mixed with other mixers");
+    if (c.layers[size_t(i)].kv.kind != KvSourceKind::own) why.insert("bridged or reused K/V");
+    if (m.q_lora_rank != m0.q_lora_rank || m.kv_lora_rank != m0.kv_lora_rank || m.qk_nope_dim != m0.qk_nope_dim ||
+        m.qk_rope_dim != m0.qk_rope_dim || m.v_head_dim != m0.v_head_dim || m.n_heads != m0.n_heads)
+      why.insert("MLA widths that differ between layers");
+    if (!m.rope || !m.qk_nope_dim) why.insert("MLA without RoPE or without a nope part");
+    if (m.rope && (m.rope->llama3_factor || m.rope->linear_factor != 1.0 ||
+                   (m.rope->yarn_factor && m.rope->yarn_mscale != m.rope->yarn_mscale_all_dim)))
+      why.insert("RoPE scaling other than YaRN with mscale = mscale_all_dim");
+    if (m.output_gate || m.sinks || m.window || m.softcap || m.scale) why.insert("output gates, sinks, windows, soft-caps or scales");
+    if (f.activation != Activation::swiglu || f.bias) why.insert("FFNs other than SwiGLU without biases");
+    if (f.kind == FfnKind::moe) {
+      moe_seen = true;
+      if (f.latent_dim) why.insert("latent MoE");
+      if (f.shared_gate || f.router_bias) why.insert("shared-expert gates or router biases");
+      if (f.n_shared && f.shared_hidden != f.expert_hidden) why.insert("shared experts of another width than the routed ones");
+      if (f.gates == GateNorm::softmax_topk) why.insert("softmax over the chosen logits");
+    } else if (moe_seen) {
+      why.insert("dense layers after MoE layers");
+    }
+  }
+  std::string out;
+  for (auto& w : why) out += (out.empty() ? "" : ", ") + w;
+  return out;
+}
 
 // What in `c` GGUF cannot say, as a list of mechanisms ("" when everything is expressible).
 std::string unexpressible(const ModelConfig& c, bool gemma) {
   std::set<std::string> why;
+  if (c.mixer(0).kind == MixerKind::mla) return deepseek2_unexpressible(c);
   if (c.residual.kind == ResidualKind::attn_residuals) why.insert("attention residuals (Embla)");
   if (c.residual.kind == ResidualKind::mhc) why.insert("mHC hyper-connections");
   if (c.engram) why.insert("engram tables");
@@ -72,6 +114,7 @@ Arch choose_arch(const ModelConfig& c, const std::string& dir) {
   const bool gemma = c.norm.placement == NormPlacement::sandwich && c.norm.unit_offset;
   if (std::string why = unexpressible(c, gemma); !why.empty())
     throw IoError(dir + ": cannot export to GGUF: " + why + " cannot be expressed in llama.cpp's architectures");
+  if (m.kind == MixerKind::mla) return {"deepseek2", false, false, true};
   auto refuse = [&](const std::string& what) { throw IoError(dir + ": cannot export to GGUF: " + what); };
   if (gemma) {
     if (f.kind == FfnKind::moe || f.activation != Activation::geglu) refuse("a Gemma-style model must be dense GeGLU");
@@ -98,6 +141,43 @@ Arch choose_arch(const ModelConfig& c, const std::string& dir) {
   return {"llama", false, true};
 }
 
+// deepseek2's keys (the inverse of gguf_import.cpp's deepseek2_config), as a legacy file with
+// attn_kv_b whole: key_length / value_length are the per-head MLA widths.
+void deepseek2_metadata(GgufWriter& w, const ModelConfig& c) {
+  const std::string a = "deepseek2.";
+  const MixerSpec& m = c.mixer(0);
+  int dense = 0;
+  while (dense < c.n_layers() && c.ffn(dense).kind == FfnKind::dense) ++dense;
+  w.set_u32(a + "feed_forward_length", uint32_t(dense ? c.ffn(0).hidden : c.ffn(0).expert_hidden));
+  w.set_u32(a + "attention.head_count_kv", uint32_t(m.n_heads));
+  w.set_u32(a + "attention.key_length", uint32_t(m.qk_nope_dim + m.qk_rope_dim));
+  w.set_u32(a + "attention.value_length", uint32_t(m.v_head_dim));
+  w.set_u32(a + "attention.q_lora_rank", uint32_t(m.q_lora_rank));  // 0: attn_q straight from x
+  w.set_u32(a + "attention.kv_lora_rank", uint32_t(m.kv_lora_rank));
+  w.set_u32(a + "rope.dimension_count", uint32_t(m.qk_rope_dim));
+  w.set_u32(a + "leading_dense_block_count", uint32_t(dense));
+  if (m.rope->yarn_factor) {
+    w.set_string(a + "rope.scaling.type", "yarn");
+    w.set_f32(a + "rope.scaling.factor", float(m.rope->yarn_factor));
+    w.set_u32(a + "rope.scaling.original_context_length", uint32_t(m.rope->yarn_original_context));
+    w.set_f32(a + "rope.scaling.yarn_log_multiplier", float(0.1 * m.rope->yarn_mscale_all_dim));
+  }
+  w.set_u32(a + "expert_shared_count", 0);
+  if (dense == c.n_layers()) return;
+  const FfnSpec& f = c.ffn(dense);
+  w.set_u32(a + "expert_count", uint32_t(f.n_experts));
+  w.set_u32(a + "expert_used_count", uint32_t(f.top_k));
+  w.set_u32(a + "expert_feed_forward_length", uint32_t(f.expert_hidden));
+  w.set_u32(a + "expert_shared_count", uint32_t(f.n_shared));
+  w.set_f32(a + "expert_weights_scale", float(f.routed_scale));
+  w.set_bool(a + "expert_weights_norm", f.gates == GateNorm::normalize);
+  w.set_u32(a + "expert_gating_func", f.score == RouterScore::sigmoid ? 2 : 1);
+  if (f.n_groups > 1) {
+    w.set_u32(a + "expert_group_count", uint32_t(f.n_groups));
+    w.set_u32(a + "expert_group_used_count", uint32_t(f.topk_groups));
+  }
+}
+
 void metadata(GgufWriter& w, const ModelConfig& c, const Arch& arch) {
   const std::string a = arch.name + ".";
   const MixerSpec& m = c.mixer(0);
@@ -108,13 +188,17 @@ void metadata(GgufWriter& w, const ModelConfig& c, const Arch& arch) {
   w.set_u32(a + "context_length", uint32_t(c.context_length));
   w.set_u32(a + "embedding_length", uint32_t(c.d_model));
   w.set_u32(a + "block_count", uint32_t(c.n_layers()));
-  w.set_u32(a + "feed_forward_length", uint32_t(f.kind == FfnKind::moe ? f.expert_hidden : f.hidden));
   w.set_u32(a + "attention.head_count", uint32_t(m.n_heads));
+  w.set_f32(a + "attention.layer_norm_rms_epsilon", float(c.norm.eps));
+  w.set_u32(a + "vocab_size", uint32_t(c.rows()));
+  if (arch.deepseek) {
+    w.set_f32(a + "rope.freq_base", float(m.rope->theta));
+    return deepseek2_metadata(w, c);
+  }
+  w.set_u32(a + "feed_forward_length", uint32_t(f.kind == FfnKind::moe ? f.expert_hidden : f.hidden));
   w.set_u32(a + "attention.head_count_kv", uint32_t(m.n_kv_heads));
   w.set_u32(a + "attention.key_length", uint32_t(m.head_dim));
   w.set_u32(a + "attention.value_length", uint32_t(m.head_dim));
-  w.set_f32(a + "attention.layer_norm_rms_epsilon", float(c.norm.eps));
-  w.set_u32(a + "vocab_size", uint32_t(c.rows()));
   if (m.rope) {
     w.set_f32(a + "rope.freq_base", float(m.rope->theta));
     w.set_u32(a + "rope.dimension_count", uint32_t(m.rope->rotary_dim ? m.rope->rotary_dim : m.head_dim));
@@ -211,11 +295,13 @@ void tokenizer_metadata(GgufWriter& w, const ModelFiles& files) {
   w.set("tokenizer.ggml.merges", std::move(merges));
 }
 
-// One weight's rows in GGUF form: rows of q/k permuted for interleaved RoPE, Gemma norms + 1.
+// One GGUF tensor's rows: GGUF row r is row source(r).second of parts[source(r).first] (q/k
+// rows permuted for interleaved RoPE, MLA's kv_b gathered from wk_b and wv_b), Gemma norms + 1.
 struct TensorPlan {
-  const WeightView* w;
+  std::vector<const WeightView*> parts;
   GgmlType type;
-  int heads = 0;       // > 0: permute rows per head of rows / heads
+  int64_t rows = 0;
+  std::function<std::pair<size_t, int64_t>(int64_t)> source = [](int64_t r) { return std::pair<size_t, int64_t>{0, r}; };
   float add = 0.0f;
 };
 
@@ -226,19 +312,21 @@ GgmlType ggml_storage(const WeightView& w) {
   return GgmlType::F32;
 }
 
+// Within a block of `d` rows: GGUF row 2i + a holds our row a d/2 + i (we rotate halves,
+// llama.cpp interleaved pairs).
+int64_t interleaved(int64_t k, int64_t d) { return (k % 2) * (d / 2) + k / 2; }
+
 void stream_rows(const TensorPlan& p, const GgufExportOptions& o, const ByteSink& sink) {
-  const kernels::MatrixView v = matrix_view(*p.w);
-  const int64_t d = p.heads ? v.rows / p.heads : 0;
-  const int64_t row_bytes = v.cols / ggml_block_values(p.type) * ggml_block_bytes(p.type);
+  std::vector<kernels::MatrixView> views;
+  for (const WeightView* w : p.parts) views.push_back(matrix_view(*w));
+  const int64_t cols = views[0].cols;
+  const int64_t row_bytes = cols / ggml_block_values(p.type) * ggml_block_bytes(p.type);
   std::vector<uint8_t> out(static_cast<size_t>(row_bytes));
-  std::vector<float> f(static_cast<size_t>(v.cols));
-  for (int64_t r = 0; r < v.rows; ++r) {
-    if (o.stop && o.stop->load()) throw IoError("tensor " + p.w->name + ": interrupted; nothing was written");
-    int64_t src = r;
-    if (p.heads) {  // GGUF row h d + 2 i + a holds our row h d + a d/2 + i
-      const int64_t h = r / d, k = r % d;
-      src = h * d + (k % 2) * (d / 2) + k / 2;
-    }
+  std::vector<float> f(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < p.rows; ++r) {
+    if (o.stop && o.stop->load()) throw IoError("tensor " + p.parts[0]->name + ": interrupted; nothing was written");
+    const auto [part, src] = p.source(r);
+    const kernels::MatrixView& v = views[part];
     switch (p.type) {
       case GgmlType::Q8_0: gguf_blocks::q8_to_q8_0(v.q8_row(src), v.row_scales(src), v.cols, out.data()); break;
       case GgmlType::Q4_0: gguf_blocks::q4_to_q4_0(v.q4_row(src), v.row_scales(src), v.cols, out.data()); break;
@@ -250,6 +338,43 @@ void stream_rows(const TensorPlan& p, const GgufExportOptions& o, const ByteSink
     }
     sink(out.data(), out.size());
   }
+}
+
+// The plan of weight `t` (whose GGUF name is `name`), or none when another tensor's plan
+// covers it (MLA's wv_b goes into attn_kv_b with wk_b).
+std::optional<TensorPlan> plan_tensor(const ModelFiles& files, const TensorInfo& t, const Arch& arch, std::string& name) {
+  const ModelConfig& c = files.config();
+  TensorPlan p{{&files.weight(t.name)}, GgmlType::F32, matrix_view(files.weight(t.name)).rows};
+  p.type = ggml_storage(*p.parts[0]);
+  auto [layer, rel] = slots::split_name(t.name);
+  if (arch.permute_qk && (rel == "attn.wq" || rel == "attn.wk")) {
+    const int64_t d = p.rows / (rel == "attn.wq" ? c.mixer(layer).n_heads : c.mixer(layer).n_kv_heads);
+    p.source = [d](int64_t r) { return std::pair<size_t, int64_t>{0, r / d * d + interleaved(r % d, d)}; };
+  }
+  if (arch.gemma && name.size() > 11 && name.compare(name.size() - 11, 11, "norm.weight") == 0) p.add = 1.0f;
+  if (!arch.deepseek || rel.rfind("attn.", 0) != 0) return p;
+  const MixerSpec& m = c.mixer(layer);
+  const int64_t nope = m.qk_nope_dim, rope = m.qk_rope_dim, v = m.v_head_dim, lora = m.kv_lora_rank;
+  if (rel == "attn.wq" || rel == "attn.wq_b") {  // per head: nope rows, then the rope rows interleaved
+    p.source = [nope, rope](int64_t r) {
+      const int64_t h = r / (nope + rope), k = r % (nope + rope);
+      return std::pair<size_t, int64_t>{0, h * (nope + rope) + (k < nope ? k : nope + interleaved(k - nope, rope))};
+    };
+  } else if (rel == "attn.wkv_a") {
+    p.source = [lora, rope](int64_t r) { return std::pair<size_t, int64_t>{0, r < lora ? r : lora + interleaved(r - lora, rope)}; };
+  } else if (rel == "attn.wv_b") {
+    return std::nullopt;
+  } else if (rel == "attn.wk_b") {  // attn_kv_b: per head the nope-key rows, then the value rows
+    name = "blk." + std::to_string(layer) + ".attn_kv_b.weight";
+    p.parts.push_back(&files.weight("layers." + std::to_string(layer) + ".attn.wv_b"));
+    if (ggml_storage(*p.parts[1]) != p.type || p.parts[0]->group != p.parts[1]->group) p.type = GgmlType::F32;
+    p.rows = int64_t(m.n_heads) * (nope + v);
+    p.source = [nope, v](int64_t r) {
+      const int64_t h = r / (nope + v), k = r % (nope + v);
+      return k < nope ? std::pair<size_t, int64_t>{0, h * nope + k} : std::pair<size_t, int64_t>{1, h * v + k - nope};
+    };
+  }
+  return p;
 }
 
 }  // namespace
@@ -264,15 +389,12 @@ std::string export_gguf(const std::string& model_dir, const std::string& path, c
   metadata(w, c, arch);
   tokenizer_metadata(w, files);
   for (const TensorInfo& t : files.weight_map().tensors) {
-    const std::string name = gguf_tensor_name(t.name, arch.gemma);
+    std::string name = gguf_tensor_name(t.name, arch.gemma);
     if (name.empty()) throw IoError(model_dir + ": tensor " + t.name + " has no GGUF name");
-    TensorPlan p{&files.weight(t.name), GgmlType::F32};
-    p.type = ggml_storage(*p.w);
-    auto [layer, rel] = slots::split_name(t.name);
-    if (arch.permute_qk && (rel == "attn.wq" || rel == "attn.wk"))
-      p.heads = rel == "attn.wq" ? c.mixer(layer).n_heads : c.mixer(layer).n_kv_heads;
-    if (arch.gemma && name.size() > 11 && name.compare(name.size() - 11, 11, "norm.weight") == 0) p.add = 1.0f;
-    w.add_tensor(name, p.type, t.shape, [p, &o](const ByteSink& sink) { stream_rows(p, o, sink); });
+    std::optional<TensorPlan> p = plan_tensor(files, t, arch, name);
+    if (!p) continue;
+    const Shape shape = p->parts.size() == 1 ? t.shape : Shape{p->rows, t.shape.back()};
+    w.add_tensor(name, p->type, shape, [p = *p, &o](const ByteSink& sink) { stream_rows(p, o, sink); });
   }
   w.write(path);
   return arch.name;

@@ -19,7 +19,7 @@ std::string num(int64_t x) { return std::to_string(x); }
 const std::vector<std::pair<std::string, std::string>>& architectures() {
   static const std::vector<std::pair<std::string, std::string>> list = {
       {"llama", "llama"}, {"qwen2", "qwen2"}, {"qwen3", "qwen3"}, {"qwen3moe", "qwen3_moe"},
-      {"olmoe", "olmoe"}, {"gemma2", "gemma2"}, {"gemma3", "gemma3_text"},
+      {"olmoe", "olmoe"}, {"gemma2", "gemma2"}, {"gemma3", "gemma3_text"}, {"deepseek2", "deepseek_v2"},
   };
   return list;
 }
@@ -36,7 +36,10 @@ const std::map<std::string, std::string>& layer_names() {
       {"ffn.experts.w_gate", "ffn_gate_exps.weight"}, {"ffn.experts.w_up", "ffn_up_exps.weight"},
       {"ffn.experts.w_down", "ffn_down_exps.weight"}, {"ffn.shared.w_gate", "ffn_gate_shexp.weight"},
       {"ffn.shared.w_up", "ffn_up_shexp.weight"}, {"ffn.shared.w_down", "ffn_down_shexp.weight"},
-      {"ffn.shared_gate", "ffn_gate_inp_shexp.weight"},
+      {"ffn.shared_gate", "ffn_gate_inp_shexp.weight"}, {"ffn.balance_bias", "exp_probs_b.bias"},
+      {"attn.wq_a", "attn_q_a.weight"}, {"attn.q_a_norm", "attn_q_a_norm.weight"}, {"attn.wq_b", "attn_q_b.weight"},
+      {"attn.wkv_a", "attn_kv_a_mqa.weight"}, {"attn.kv_a_norm", "attn_kv_a_norm.weight"},
+      {"attn.wk_b", "attn_k_b.weight"}, {"attn.wv_b", "attn_v_b.weight"},
   };
   return names;
 }
@@ -53,6 +56,57 @@ std::optional<text::SplitPattern> pre_pattern(const std::string& pre) {
   auto it = table.find(pre);
   if (it == table.end()) return std::nullopt;
   return it->second;
+}
+
+// deepseek2's metadata as the deepseek_v2 config.json keys config/hf_config maps: MLA's widths
+// (key_length_mla / value_length_mla in files with split k_b / v_b, else key_length and
+// value_length), the leading dense layers, shared experts, the routing (gating function 1 =
+// softmax, 2 = sigmoid; expert_weights_norm, expert_weights_scale; group-limited when
+// expert_group_count > 1; selection biases when exp_probs_b tensors exist) and YaRN
+// (yarn_log_multiplier = 0.1 mscale_all_dim, as llama.cpp's converter writes it).
+void deepseek2_config(const GgufFile& f, Json& hf) {
+  const std::string a = "deepseek2.";
+  auto opt = [&](const std::string& k) { return f.integer_or_none(a + k); };
+  const int64_t rope = f.integer(a + "rope.dimension_count");
+  auto mla_or = [&](const char* mla, const char* legacy) {
+    if (auto v = opt(mla)) return *v;
+    return f.integer(a + legacy);
+  };
+  const int64_t key = mla_or("attention.key_length_mla", "attention.key_length");
+  if (key < rope)
+    throw IoError(f.path() + ": metadata " + a + "attention.key_length = " + num(key) + " is below rope.dimension_count " + num(rope));
+  const int64_t q_lora = opt("attention.q_lora_rank").value_or(0);
+  hf["q_lora_rank"] = q_lora ? Json(q_lora) : Json(nullptr);
+  hf["kv_lora_rank"] = f.integer(a + "attention.kv_lora_rank");
+  hf["qk_rope_head_dim"] = rope, hf["qk_nope_head_dim"] = key - rope;
+  hf["v_head_dim"] = mla_or("attention.value_length_mla", "attention.value_length");
+  hf["first_k_dense_replace"] = opt("leading_dense_block_count").value_or(0);
+  hf.erase("head_dim"), hf.erase("num_experts");
+  if (auto e = opt("expert_count"); e && *e > 0) {
+    hf["n_routed_experts"] = *e;
+    hf["n_shared_experts"] = opt("expert_shared_count").value_or(0);
+    hf["routed_scaling_factor"] = f.number_or_none(a + "expert_weights_scale").value_or(1.0);
+    const GgufValue* norm = f.value(a + "expert_weights_norm");
+    hf["norm_topk_prob"] = norm && norm->type == GgufType::boolean && norm->i != 0;
+    const int64_t gating = opt("expert_gating_func").value_or(1);
+    if (gating != 1 && gating != 2)
+      throw IoError(f.path() + ": metadata " + a + "expert_gating_func = " + num(gating) + ": expected 1 (softmax) or 2 (sigmoid)");
+    hf["scoring_func"] = gating == 2 ? "sigmoid" : "softmax";
+    const int64_t groups = opt("expert_group_count").value_or(1);
+    const bool bias = f.find("blk." + num(hf["first_k_dense_replace"].get<int64_t>()) + ".exp_probs_b.bias") != nullptr;
+    hf["topk_method"] = bias ? "noaux_tc" : groups > 1 ? "group_limited_greedy" : "greedy";
+    hf["n_group"] = groups, hf["topk_group"] = opt("expert_group_used_count").value_or(groups);
+  }
+  const GgufValue* type = f.value(a + "rope.scaling.type");
+  if (type && (type->type != GgufType::string || (type->s != "none" && type->s != "yarn")))
+    throw IoError(f.path() + ": metadata " + a + "rope.scaling.type: expected \"none\" or \"yarn\"");
+  if (type && type->s == "yarn") {
+    const double mscale = f.number_or_none(a + "rope.scaling.yarn_log_multiplier").value_or(0.0) / 0.1;
+    hf["rope_scaling"] = {{"type", "yarn"}, {"factor", f.number_or_none(a + "rope.scaling.factor").value_or(1.0)},
+                          {"original_max_position_embeddings",
+                           opt("rope.scaling.original_context_length").value_or(hf["max_position_embeddings"].get<int64_t>())},
+                          {"mscale", mscale}, {"mscale_all_dim", mscale}};
+  }
 }
 
 }  // namespace
@@ -114,7 +168,9 @@ GgufModel::GgufModel(const std::string& path) : file_(path) {
     hf_["rope_local_base_freq"] = 10000.0;  // llama.cpp's fixed base for the local layers
     hf_["sliding_window_pattern"] = file_.integer_or_none(a + "attention.sliding_window_pattern").value_or(6);
   }
-  if (auto type = file_.value(a + "rope.scaling.type")) {
+  if (arch_ == "deepseek2") {
+    deepseek2_config(file_, hf_);
+  } else if (auto type = file_.value(a + "rope.scaling.type")) {
     if (type->type != GgufType::string) throw IoError(path + ": metadata " + a + "rope.scaling.type: expected a string");
     if (type->s == "linear") {
       hf_["rope_scaling"] = {{"rope_type", "linear"}, {"factor", file_.number_or_none(a + "rope.scaling.factor").value_or(1.0)}};
@@ -122,7 +178,7 @@ GgufModel::GgufModel(const std::string& path) : file_(path) {
       throw IoError(path + ": metadata " + a + "rope.scaling.type \"" + type->s + "\": supported are none and linear");
     }
   }
-  if (auto dims = file_.integer_or_none(a + "rope.dimension_count")) {
+  if (auto dims = file_.integer_or_none(a + "rope.dimension_count"); dims && arch_ != "deepseek2") {
     const int64_t head = hf_.contains("head_dim") ? hf_["head_dim"].get<int64_t>()
                                                   : hf_["hidden_size"].get<int64_t>() / std::max<int64_t>(1, hf_["num_attention_heads"].get<int64_t>());
     if (*dims != head && head > 0) hf_["partial_rotary_factor"] = double(*dims) / double(head);
@@ -161,9 +217,60 @@ std::string GgufModel::gguf_name(const TensorInfo& t) const {
   return name;
 }
 
+// MLA (deepseek2): llama.cpp's converter keeps Hugging Face's rows, so the rope rows are
+// de-interleaved as for an HF folder (io/hf_checkpoint.cpp: our row j <- 2j, r/2 + j <- 2j + 1).
+// wk_b / wv_b are, per head, the nope-key rows and the value rows of attn_kv_b, or come from
+// the split tensors of newer files: attn_v_b [heads, v, lora] as it is, attn_k_b stored
+// transposed per head ([heads, lora, nope]: our row (h, e), column c <- element h lora nope +
+// c nope + e, a strided run).
+std::vector<ElementRun> GgufModel::mla_runs(const std::string& rel, const std::string& name, const TensorInfo& t,
+                                            const MixerSpec& m) const {
+  const int64_t h = m.n_heads, nope = m.qk_nope_dim, rope = m.qk_rope_dim, dqk = nope + rope, v = m.v_head_dim;
+  const int64_t lora = m.kv_lora_rank;
+  auto rope_rows = [&](std::vector<ElementRun>& out, const GgufTensor& g, int64_t first) {
+    for (int64_t j = 0; j < rope; ++j) out.push_back(rows(g, first + (j < rope / 2 ? 2 * j : 2 * (j - rope / 2) + 1), 1));
+  };
+  std::vector<ElementRun> out;
+  if (rel == "wq" || rel == "wq_b") {
+    const GgufTensor& g = source(name, t.shape);
+    for (int64_t hd = 0; hd < h; ++hd) {
+      if (nope) out.push_back(rows(g, hd * dqk, nope));
+      rope_rows(out, g, hd * dqk + nope);
+    }
+    return out;
+  }
+  if (rel == "wkv_a") {
+    const GgufTensor& g = source(name, t.shape);
+    out.push_back(rows(g, 0, lora));
+    rope_rows(out, g, lora);
+    return out;
+  }
+  const std::string kv_b = name.substr(0, name.find(".attn_") + 1) + "attn_kv_b.weight";
+  if (file_.find(kv_b)) {
+    const GgufTensor& g = source(kv_b, {h * (nope + v), lora});
+    for (int64_t hd = 0; hd < h; ++hd)
+      out.push_back(rel == "wk_b" ? rows(g, hd * (nope + v), nope) : rows(g, hd * (nope + v) + nope, v));
+    return out;
+  }
+  if (rel == "wv_b") return {rows(source(name, {h, v, lora}), 0, h * v)};
+  const GgufTensor& g = source(name, {h, lora, nope});
+  if (ggml_block_values(g.type) != 1)
+    throw IoError(file_.path() + ": tensor " + name + " is " + to_string(g.type) + ": the transposed split key tensor is read "
+                  "only from F32, F16 or BF16 (convert the Hugging Face folder, or a file with attn_kv_b)");
+  for (int64_t hd = 0; hd < h; ++hd)
+    for (int64_t e = 0; e < nope; ++e)
+      out.push_back(ElementRun{nullptr, &g, &file_.mapping(), uint64_t(hd * lora * nope + e), uint64_t(lora), 0.0f,
+                               uint64_t(nope)});
+  return out;
+}
+
 std::vector<ElementRun> GgufModel::runs(const TensorInfo& t) const {
   const std::string name = gguf_name(t);
   auto [layer, rel] = slots::split_name(t.name);
+  if (layer >= 0 && rel.rfind("attn.", 0) == 0 && config_.mixer(layer).kind == MixerKind::mla) {
+    const std::string r = rel.substr(5);
+    if (r == "wq" || r == "wq_b" || r == "wkv_a" || r == "wk_b" || r == "wv_b") return mla_runs(r, name, t, config_.mixer(layer));
+  }
   if (arch_ == "llama" && (rel == "attn.wq" || rel == "attn.wk")) {
     const MixerSpec& m = config_.mixer(layer);
     return permuted_rows(name, t.shape, rel == "attn.wq" ? m.n_heads : m.n_kv_heads);

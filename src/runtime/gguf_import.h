@@ -3,7 +3,9 @@
 // tensors of our weight map found by their llama.cpp names, and a tokenizer.json built from
 // the tokenizer.ggml.* metadata. The name table is in docs/convert.md.
 //
-//   architectures: llama, qwen2, qwen3, qwen3moe, olmoe, gemma2, gemma3
+//   architectures: llama, qwen2, qwen3, qwen3moe, olmoe, gemma2, gemma3, deepseek2 (MLA: q_a / q_b
+//                  or q, kv_a_mqa, kv_b or the split k_b / v_b; leading dense layers; shared
+//                  and routed experts)
 //   tensor types:  F32, F16, BF16, Q8_0, Q4_0 (both copied bit for bit into q8 / q4 at group 32),
 //                  Q4_K, Q5_K, Q6_K (dequantised, then stored in the requested type)
 //
@@ -44,6 +46,8 @@ class GgufModel {
  private:
   const GgufTensor& source(const std::string& name, const Shape& expect) const;
   ElementRun rows(const GgufTensor& t, int64_t first, int64_t count, float add = 0.0f) const;
+  std::vector<ElementRun> mla_runs(const std::string& rel, const std::string& name, const TensorInfo& t,
+                                   const MixerSpec& m) const;
   std::vector<ElementRun> permuted_rows(const std::string& name, const Shape& expect, int heads) const;
   std::string gguf_name(const TensorInfo& t) const;
 
