@@ -280,8 +280,8 @@ TEST(Robustness, RequestBodyNestingBombIsA400) {
 TEST(Robustness, RequestErrorsQuoteABoundedPrefix) {
   // A 1 MB string where a number belongs: the message shows 60 characters of it, not all.
   const std::string big(1 << 20, 'x');
-  for (const std::string& body : {R"({"prompt": "hi", "temperature": ")" + big + ""}",
-                                  R"({"prompt": {"a": ")" + big + ""}}", R"({"prompt": 1e400})"}) {
+  for (const std::string& body : {R"({"prompt": "hi", "temperature": ")" + big + R"("})",
+                                  R"({"prompt": {"a": ")" + big + R"("}})", std::string(R"({"prompt": 1e400})")}) {
     try {
       serve::parse_request(body, false);
       FAIL() << "accepted";
