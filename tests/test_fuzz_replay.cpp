@@ -1,5 +1,5 @@
-// The fuzz target GCC alone can build (tests/fuzz/fuzz_model_dir.cpp: the kernels need GCC,
-// libFuzzer needs clang) replayed without libFuzzer: its seeds, then 300 deterministic
+// The model-directory fuzz target (tests/fuzz/fuzz_model_dir.cpp) replayed without libFuzzer,
+// so the GCC builds run it too: its seeds, then 300 deterministic
 // mutations of them (bytes overwritten, truncations, bytes inserted). The target aborts on a
 // fault it detects; ASan / UBSan (the build-asan suite) report the rest.
 #include <gtest/gtest.h>

@@ -16,6 +16,8 @@
 #include "run_command.h"
 #include "runtime/generation.h"
 #include "runtime/session_budget.h"
+#include "serve/chat_template.h"
+#include "serve/request.h"
 #include "test_util.h"
 
 namespace wren {
@@ -258,6 +260,56 @@ TEST(Robustness, HfImportRefusesWhatTheReaderRefuses) {
   const fs::path hf = t.path / "config.json";
   write(hf, llama);
   expect_refused(wren_cli("explore --hf " + hf.string()), hf.string(), "rms_norm_eps");
+}
+
+// ---- The server's request bodies and a model's tokenizer_config.json -----------------------
+
+TEST(Robustness, RequestBodyNestingBombIsA400) {
+  // 100,000 levels inside a field the parser quotes in its error: refused at depth 64, before
+  // anything recursive (a dump, a copy) walks it.
+  const std::string body = R"({"prompt": "hi", "temperature": )" + std::string(100000, '[') + std::string(100000, ']') + "}";
+  try {
+    serve::parse_request(body, false);
+    FAIL() << "a nesting bomb was accepted";
+  } catch (const serve::RequestError& e) {
+    EXPECT_EQ(e.status, 400);
+    EXPECT_NE(std::string(e.what()).find("the request body: nested deeper than 64 levels"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Robustness, RequestErrorsQuoteABoundedPrefix) {
+  // A 1 MB string where a number belongs: the message shows 60 characters of it, not all.
+  const std::string big(1 << 20, 'x');
+  for (const std::string& body : {R"({"prompt": "hi", "temperature": ")" + big + R"("})",
+                                  R"({"prompt": {"a": ")" + big + R"("}})", std::string(R"({"prompt": 1e400})")}) {
+    try {
+      serve::parse_request(body, false);
+      FAIL() << "accepted";
+    } catch (const serve::RequestError& e) {
+      EXPECT_EQ(e.status, 400);
+      EXPECT_LT(std::string(e.what()).size(), 300u) << std::string(e.what()).substr(0, 300);
+    }
+  }
+}
+
+TEST(Robustness, TokenizerConfigIsReadWithinLimits) {
+  TempDir t;
+  write(t.path / "tokenizer_config.json", R"({"chat_template": )" + std::string(100000, '[') + std::string(100000, ']') + "}");
+  const std::string file = (t.path / "tokenizer_config.json").string();
+  try {
+    serve::chat_format_for(t.path.string(), "");
+    FAIL() << "a nesting bomb was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(file + ": nested deeper than 64 levels"), std::string::npos) << e.what();
+  }
+  fs::remove(t.path / "tokenizer_config.json");
+  fs::create_symlink("/dev/zero", t.path / "tokenizer_config.json");
+  try {
+    serve::chat_format_for(t.path.string(), "");
+    FAIL() << "/dev/zero was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(file + ": larger than the limit"), std::string::npos) << e.what();
+  }
 }
 
 // ---- Prompts from a file or stdin --------------------------------------------------------

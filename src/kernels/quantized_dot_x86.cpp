@@ -1,18 +1,30 @@
 // kernels/: the x86 integer dot paths of quantized_dot.h: AVX-512 VNNI and AVX-VNNI (one
 // vpdpbusd per 32 bytes) and AVX2 (vpmaddubsw + vpmaddwd). All three run the same body,
 // quantized_dot_x86_body.h, on 256-bit registers, each compiled for its instruction set
-// by `#pragma GCC target` and chosen at run time from CPUID (__builtin_cpu_supports).
+// by a target region (WREN_TARGET_PUSH below) and chosen at run time from CPUID.
 #include "kernels/quantized_dot.h"
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include <algorithm>
 
+// A region of functions compiled for an instruction set. GCC takes `#pragma GCC target`;
+// clang ignores that pragma (and would then refuse the intrinsics), and takes a target
+// attribute applied to every function of the region instead.
+#define WREN_PRAGMA(x) _Pragma(#x)
+#if defined(__clang__)
+#define WREN_TARGET_PUSH(isa) WREN_PRAGMA(clang attribute push(__attribute__((target(isa))), apply_to = function))
+#define WREN_TARGET_POP WREN_PRAGMA(clang attribute pop)
+#else
+#define WREN_TARGET_PUSH(isa) WREN_PRAGMA(GCC push_options) WREN_PRAGMA(GCC target(isa))
+#define WREN_TARGET_POP WREN_PRAGMA(GCC pop_options)
+#endif
+
 namespace wren::kernels::quantized {
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
+WREN_TARGET_PUSH("avx2,fma,f16c")
 namespace avx2 {
 // 16 ymm registers: a tile of 2 rows x 2 tokens keeps its sums and accumulators in them.
 constexpr int kGemmRows = 2, kGemmTokens = 2;
@@ -35,10 +47,9 @@ inline __m256i dot_s8s8(__m256i acc, __m256i w, __m256i x) {
 inline __m256i s8s8_offset(__m256i) { return _mm256_setzero_si256(); }
 #include "kernels/quantized_dot_x86_body.h"
 }  // namespace avx2
-#pragma GCC pop_options
+WREN_TARGET_POP
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")
+WREN_TARGET_PUSH("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")
 namespace avx512vnni {
 // EVEX reaches 32 ymm registers: 4 rows x 2 tokens.
 constexpr int kGemmRows = 4, kGemmTokens = 2;
@@ -55,10 +66,9 @@ inline __m256i dot_s8s8(__m256i acc, __m256i w, __m256i x) {
 inline __m256i s8s8_offset(__m256i sums) { return _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sums, 7)); }
 #include "kernels/quantized_dot_x86_body.h"
 }  // namespace avx512vnni
-#pragma GCC pop_options
+WREN_TARGET_POP
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c,avxvnni")
+WREN_TARGET_PUSH("avx2,fma,f16c,avxvnni")
 namespace avxvnni {
 constexpr int kGemmRows = 2, kGemmTokens = 2;
 inline __m256i dot_u8s8(__m256i acc, __m256i a, __m256i b) { return _mm256_dpbusd_avx_epi32(acc, a, b); }
@@ -74,18 +84,38 @@ inline __m256i dot_s8s8(__m256i acc, __m256i w, __m256i x) {
 inline __m256i s8s8_offset(__m256i sums) { return _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sums, 7)); }
 #include "kernels/quantized_dot_x86_body.h"
 }  // namespace avxvnni
-#pragma GCC pop_options
+WREN_TARGET_POP
 
 namespace {
-bool has_avx2() {
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-         __builtin_cpu_supports("f16c");
+// The CPU's features from CPUID, and the OS's from XGETBV (it saves the ymm, and for AVX-512
+// the zmm and mask, registers). Read directly: clang's __builtin_cpu_supports knows neither
+// "f16c" nor "avxvnni".
+struct Features {
+  bool avx2 = false, avx512vnni = false, avxvnni = false;
+};
+Features read_features() {
+  Features f;
+  unsigned a, b, c, d;
+  if (!__get_cpuid_count(1, 0, &a, &b, &c, &d)) return f;
+  const bool fma = c >> 12 & 1, osxsave = c >> 27 & 1, avx = c >> 28 & 1, f16c = c >> 29 & 1;
+  if (!osxsave || !avx) return f;
+  unsigned xcr0, xcr0_hi;
+  __asm__("xgetbv" : "=a"(xcr0), "=d"(xcr0_hi) : "c"(0));
+  const bool os_ymm = (xcr0 & 0x6) == 0x6, os_zmm = (xcr0 & 0xe6) == 0xe6;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return f;
+  f.avx2 = os_ymm && fma && f16c && (b >> 5 & 1);
+  const bool avx512f = b >> 16 & 1, avx512bw = b >> 30 & 1, avx512vl = b >> 31 & 1, vnni = c >> 11 & 1;
+  f.avx512vnni = f.avx2 && os_zmm && avx512f && avx512bw && avx512vl && vnni;
+  if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avxvnni = f.avx2 && (a >> 4 & 1);
+  return f;
 }
-bool has_avx512vnni() {
-  return has_avx2() && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vnni");
+const Features& features() {
+  static const Features f = read_features();
+  return f;
 }
-bool has_avxvnni() { return has_avx2() && __builtin_cpu_supports("avxvnni"); }
+bool has_avx2() { return features().avx2; }
+bool has_avx512vnni() { return features().avx512vnni; }
+bool has_avxvnni() { return features().avxvnni; }
 
 const Path kPaths[] = {
     {"avx512vnni", has_avx512vnni, avx512vnni::q8_rows, avx512vnni::q4_rows, avx512vnni::q8_gemm, avx512vnni::q4_gemm},

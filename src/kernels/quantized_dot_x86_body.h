@@ -1,5 +1,5 @@
 // kernels/: the body of the x86 integer dot paths (quantized_dot_x86.cpp includes it once
-// per instruction set, inside that set's `#pragma GCC target`, after defining
+// per instruction set, inside that set's target region, after defining
 //   __m256i dot_u8s8(__m256i acc, __m256i a, __m256i b)
 // = acc + per int32 lane the sum of four products a_k b_k, a unsigned and b signed bytes:
 // maddubs + madd on AVX2, one dpbusd with VNNI). Not a header to include elsewhere.

@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "config/read_file.h"
+#include "config/json_reader.h"
 
 namespace wren::serve {
 
@@ -240,12 +240,9 @@ ChatFormat chat_format_for(const std::string& dir, const std::string& override_n
   if (!std::filesystem::exists(path))
     throw std::runtime_error(path + ": missing, so the model has no chat template; name one with --chat-template NAME (" +
                              format_names() + ")");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(read_file(path));
-  } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error(path + ": not JSON: " + e.what());
-  }
+  // config/'s strict reader, bounded in size and depth as a config.json (real ones are 10 KB
+  // to 1.2 MB, Gemma 3's with its added tokens the largest).
+  const Json j = parse_json_file(path, kConfigJsonLimits);
   const auto it = j.is_object() ? j.find("chat_template") : j.end();
   if (!j.is_object() || it == j.end())
     throw std::runtime_error(path + ": no chat_template; name one with --chat-template NAME (" + format_names() + ")");

@@ -1,12 +1,14 @@
 #include "serve/request.h"
 
-#include <nlohmann/json.hpp>
+#include "config/json_reader.h"
 
 namespace wren::serve {
 
 namespace {
 
-using nlohmann::json;
+// Read by config/'s strict reader: a depth limit (a nesting bomb in a body is refused before
+// anything recursive walks it), and messages quote a bounded prefix of a value, never all of it.
+using json = Json;
 
 RequestError bad(const std::string& field, const std::string& what) { return RequestError(400, field, field + ": " + what); }
 
@@ -17,28 +19,28 @@ const json* field(const json& body, const char* key) {
 }
 
 double number(const json& v, const std::string& name, double lo, double hi) {
-  if (!v.is_number()) throw bad(name, "expected a number, got " + v.dump());
+  if (!v.is_number()) throw bad(name, "expected a number, got " + json_value_text(v));
   const double x = v.get<double>();
-  if (!(x >= lo && x <= hi)) throw bad(name, v.dump() + " is outside [" + json(lo).dump() + ", " + json(hi).dump() + "]");
+  if (!(x >= lo && x <= hi)) throw bad(name, json_value_text(v) + " is outside [" + json(lo).dump() + ", " + json(hi).dump() + "]");
   return x;
 }
 
 int64_t integer(const json& v, const std::string& name, int64_t lo, int64_t hi) {
-  if (!v.is_number_integer()) throw bad(name, "expected an integer, got " + v.dump());
+  if (!v.is_number_integer()) throw bad(name, "expected an integer, got " + json_value_text(v));
   const int64_t x = v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX) ? INT64_MAX : v.get<int64_t>();
-  if (x < lo || x > hi) throw bad(name, v.dump() + " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  if (x < lo || x > hi) throw bad(name, json_value_text(v) + " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
   return x;
 }
 
 std::string string(const json& v, const std::string& name) {
-  if (!v.is_string()) throw bad(name, "expected a string, got " + v.dump());
+  if (!v.is_string()) throw bad(name, "expected a string, got " + json_value_text(v));
   return v.get<std::string>();
 }
 
 // A message's content: a string, or a list of parts of which only text parts are understood.
 std::string content_text(const json& v, const std::string& name) {
   if (v.is_string()) return v.get<std::string>();
-  if (!v.is_array()) throw bad(name, "expected a string or a list of text parts, got " + v.dump());
+  if (!v.is_array()) throw bad(name, "expected a string or a list of text parts, got " + json_value_text(v));
   std::string text;
   for (size_t i = 0; i < v.size(); ++i) {
     const std::string part = name + "[" + std::to_string(i) + "]";
@@ -80,7 +82,7 @@ std::string read_prompt(const json& body) {
   if (!p) throw bad("prompt", "missing");
   if (p->is_string()) return p->get<std::string>();
   if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) return (*p)[0].get<std::string>();
-  throw bad("prompt", "expected a string (or a list of one string), got " + p->dump().substr(0, 80));
+  throw bad("prompt", "expected a string (or a list of one string), got " + json_value_text(*p));
 }
 
 std::vector<std::string> read_stop(const json& body) {
@@ -90,7 +92,7 @@ std::vector<std::string> read_stop(const json& body) {
   if (s->is_string()) out.push_back(s->get<std::string>());
   else if (s->is_array() && s->size() <= 4)
     for (size_t i = 0; i < s->size(); ++i) out.push_back(string((*s)[i], "stop[" + std::to_string(i) + "]"));
-  else throw bad("stop", "expected a string or a list of at most 4 strings, got " + s->dump().substr(0, 80));
+  else throw bad("stop", "expected a string or a list of at most 4 strings, got " + json_value_text(*s));
   for (size_t i = 0; i < out.size(); ++i)
     if (out[i].empty()) throw bad("stop", "an empty stop string would stop at once");
   return out;
@@ -131,9 +133,9 @@ void refuse_unsupported(const json& body) {
 CompletionRequest parse_request(std::string_view text, bool chat) {
   json body;
   try {
-    body = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw RequestError(400, "", std::string("the body is not valid JSON: ") + e.what());
+    body = parse_json(text, "the request body");
+  } catch (const ConfigError& e) {
+    throw RequestError(400, "", e.what());  // "the request body: invalid JSON at byte N: ..."
   }
   if (!body.is_object()) throw RequestError(400, "", "the body must be a JSON object");
   CompletionRequest r;
@@ -148,7 +150,7 @@ CompletionRequest parse_request(std::string_view text, bool chat) {
     if (const json* v = field(body, k)) r.max_tokens = int(integer(*v, k, 1, 1 << 30));
   if (!r.max_tokens && !chat) r.max_tokens = 16;
   if (const json* v = field(body, "stream")) {
-    if (!v->is_boolean()) throw bad("stream", "expected true or false, got " + v->dump());
+    if (!v->is_boolean()) throw bad("stream", "expected true or false, got " + json_value_text(*v));
     r.stream = v->get<bool>();
   }
   return r;

@@ -79,6 +79,7 @@ void Tokenizer::read_vocab(JsonReader& model) {
   const Json& vocab = model.raw("vocab");
   if (!vocab.is_object()) model.fail("vocab", "expected an object of token -> id, got " + json_value_text(vocab));
   int32_t max_id = -1;
+  vocab_.reserve(vocab.size());
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
     if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() >= INT32_MAX)
       model.fail("vocab", "token \"" + it.key() + "\" has id " + json_value_text(*it) + "; expected an integer in [0, 2^31-1)");
@@ -112,26 +113,28 @@ void Tokenizer::read_merges(JsonReader& model) {
   const Json& merges = model.raw("merges");
   if (!merges.is_array()) model.fail("merges", "expected a list, got " + json_value_text(merges));
   merges_.reserve(merges.size());
+  std::string joined;  // a + b, reused: 200k merges allocate no strings
   for (size_t i = 0; i < merges.size(); ++i) {
     const Json& m = merges[i];
-    std::string where = "merges[" + std::to_string(i) + "]";
-    std::string a, b;
+    auto where = [&] { return "merges[" + std::to_string(i) + "]"; };
+    std::string_view a, b;
     if (m.is_string()) {
-      const std::string& s = m.get_ref<const std::string&>();
+      const std::string_view s = m.get_ref<const std::string&>();
       size_t sp = s.find(' ');
       if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
-        model.fail(where, "expected \"left right\", got " + json_value_text(m));
+        model.fail(where(), "expected \"left right\", got " + json_value_text(m));
       a = s.substr(0, sp);
       b = s.substr(sp + 1);
     } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
-      a = m[0].get<std::string>();
-      b = m[1].get<std::string>();
+      a = m[0].get_ref<const std::string&>();
+      b = m[1].get_ref<const std::string&>();
     } else {
-      model.fail(where, "expected \"left right\" or [\"left\", \"right\"], got " + json_value_text(m));
+      model.fail(where(), "expected \"left right\" or [\"left\", \"right\"], got " + json_value_text(m));
     }
-    auto ia = vocab_.find(a), ib = vocab_.find(b), ic = vocab_.find(a + b);
+    joined.assign(a).append(b);
+    auto ia = vocab_.find(a), ib = vocab_.find(b), ic = vocab_.find(joined);
     if (ia == vocab_.end() || ib == vocab_.end() || ic == vocab_.end())
-      model.fail(where, "merge of \"" + a + "\" and \"" + b + "\" uses a token that is not in the vocab");
+      model.fail(where(), "merge of \"" + std::string(a) + "\" and \"" + std::string(b) + "\" uses a token that is not in the vocab");
     merges_[pair_key(ia->second, ib->second)] = Merge{int32_t(i), ic->second};  // a repeat wins, as in HF
   }
 }
@@ -354,7 +357,7 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) c
 std::optional<int32_t> Tokenizer::token_id(std::string_view text) const {
   for (const Added& a : added_)
     if (a.content == text) return a.id;
-  auto it = vocab_.find(std::string(text));
+  auto it = vocab_.find(text);
   if (it == vocab_.end()) return std::nullopt;
   return it->second;
 }

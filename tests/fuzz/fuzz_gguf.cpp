@@ -1,9 +1,6 @@
 // libFuzzer target: the GGUF reader (io/gguf) on any bytes. Any input is either a validated
 // file or an IoError naming the origin; every tensor it hands out lies inside the input, and
 // decoding its first row (io/gguf_blocks) reads only its own bytes.
-// gcc only: io/gguf_blocks decodes through kernels/types, whose row codecs are the Highway kernels
-// that do not compile with clang yet; until they do, the GGUF reader is exercised by tests/test_convert_gguf.cpp
-// (every truncation and damaged field) and this target waits for a clang build of the kernels.
 // links: wren_io
 #include <cstdint>
 #include <cstdlib>

@@ -6,9 +6,8 @@
 // unbounded allocation (std::bad_alloc, or ASan's allocation-size report) is a failure. The
 // seeds (tests/fuzz/corpus/model_dir/) are the three files as `wren init` writes this config
 // with --dtype q8 --group 32 --seed 1, each behind its selector byte.
-// gcc only: the kernels do not compile with clang (GCC target pragmas), so libFuzzer cannot
-// drive this target yet; wren_tests links it and replays its seeds and 300 mutations of them
-// (FuzzModelDir.SeedsAndMutations), also under the ASan + UBSan build.
+// wren_tests links it too and replays its seeds and 300 mutations of them
+// (FuzzModelDir.SeedsAndMutations), so the GCC builds (plain and ASan + UBSan) run it as well.
 #include <unistd.h>
 
 #include <cmath>
