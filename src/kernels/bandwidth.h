@@ -1,9 +1,10 @@
 // kernels/: the machine's read bandwidth, the denominator of the decode roofline
 //   tokens/s <= bandwidth / bytes read per token.
 // Decode streams weights from DRAM on every core at once, so the probe does the same: a
-// buffer far larger than any cache (1 GiB by default) is split into one contiguous part per
-// thread, each part first touched (written) by the thread that later reads it, and every
-// thread reads its part with SIMD loads at the same time. The figure is the best of several
+// buffer far larger than any cache (1 GiB by default, in huge pages as the packed weights
+// are: kernels/huge_pages.h) is split into one contiguous part per thread, each part first
+// touched (written) by the thread that later reads it, and every thread reads its part with
+// SIMD loads at the same time. The figure is the best of several
 // passes (the machine is shared: the best pass is the one least disturbed).
 #pragma once
 

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "kernels/bandwidth.h"
+#include "kernels/huge_pages.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace wren::kernels::HWY_NAMESPACE {
@@ -63,11 +64,10 @@ Bandwidth measure_read_bandwidth(const BandwidthOptions& o) {
   const size_t part = o.bytes / size_t(o.threads) / 64 * 64;
   if (part == 0) throw std::invalid_argument("bandwidth probe: " + std::to_string(o.bytes) + " bytes for " +
                                              std::to_string(o.threads) + " threads, expected >= 64 bytes per thread");
-  // Not value-initialised: no page is touched until its reader writes it.
-  struct AlignedDelete {
-    void operator()(uint8_t* p) const { ::operator delete[](p, std::align_val_t(64)); }
-  };
-  std::unique_ptr<uint8_t[], AlignedDelete> buffer(new (std::align_val_t(64)) uint8_t[part * size_t(o.threads)]);
+  // Not initialised: no page is touched until its reader writes it. In huge pages, as the
+  // packed weights decode streams are (kernels/huge_pages.h), so the roofline compares like
+  // with like.
+  const HugeBuffer buffer = huge_alloc(part * size_t(o.threads));
   Bandwidth result;
   result.passes.resize(size_t(o.passes));
   std::vector<uint64_t> sums(size_t(o.threads));

@@ -247,13 +247,15 @@ void q4_packed_block(const MatrixView& w, const QuantizedActivation& xq, int64_t
 }
 
 // Rows [r0, r1): blocks of kRows, then the rest one at a time. Groups that are not whole
-// 32-column blocks go to the plain path.
+// 32-column blocks go to the plain path. Packed rows are streamed one at a time, a single
+// sequential stream per thread: four rows side by side (four streams 256 bytes apart per
+// step) read 1 GiB of packed q8 rows at a third of the speed on Zen 4 under KVM (4.5 vs
+// 13.9 GB/s, 1 thread); reloading the activation from L1 per row costs far less.
 void q8_rows(const MatrixView& w, const QuantizedActivation& xq, int64_t r0, int64_t r1,
              float* out) {
   if (w.group % 32 != 0) return q8_rows_scalar(w, xq, r0, r1, out);
   int64_t r = r0;
   if (use_packed(w, xq)) {
-    for (; r + kRows <= r1; r += kRows) q8_packed_block<kRows>(w, xq, r, out + (r - r0));
     for (; r < r1; ++r) q8_packed_block<1>(w, xq, r, out + (r - r0));
     return;
   }
@@ -266,7 +268,6 @@ void q4_rows(const MatrixView& w, const QuantizedActivation& xq, int64_t r0, int
   if (w.group % 32 != 0) return q4_rows_scalar(w, xq, r0, r1, out);
   int64_t r = r0;
   if (use_packed(w, xq)) {
-    for (; r + kRows <= r1; r += kRows) q4_packed_block<kRows>(w, xq, r, out + (r - r0));
     for (; r < r1; ++r) q4_packed_block<1>(w, xq, r, out + (r - r0));
     return;
   }

@@ -35,6 +35,29 @@ LmHeadBound lm_head_bound(const MatrixView& head) {
   return {float(1.0 + e32), float(d)};
 }
 
+namespace {
+
+// Rows [r0, r1) of the 4-bit copy and their bounds c_r, ||W_r||.
+void prescore_rows(const MatrixView& head, int64_t r0, int64_t r1, LmHeadPrescore& pre) {
+  const int64_t cols = head.cols;
+  const double gamma = double(cols + 4) * 0x1p-24;
+  const size_t n = size_t(cols);
+  std::vector<float> w(n), w4(n), diff(n);
+  for (int64_t r = r0; r < r1; ++r) {
+    kernels::decode_row(head, r, w.data());
+    uint8_t* qr = pre.q4.values.data() + r * (cols / 2);
+    kernels::F16* sr = pre.q4.scales.data() + r * (cols / kGroup);
+    kernels::quantize_q4_row(w.data(), cols, kGroup, qr, sr);
+    kernels::dequantize_q4_row(qr, sr, cols, kGroup, w4.data());
+    for (int64_t j = 0; j < cols; ++j) diff[size_t(j)] = w[size_t(j)] - w4[size_t(j)];
+    // Rounded up a little: the bound must hold, the f32 sums of norm2 are in double.
+    pre.c[size_t(r)] = float((norm2(diff.data(), cols) + gamma * (norm2(w.data(), cols) + norm2(w4.data(), cols))) * 1.0001);
+    pre.w_norm[size_t(r)] = float(norm2(w.data(), cols) * 1.0001);
+  }
+}
+
+}  // namespace
+
 std::shared_ptr<const LmHeadPrescore> make_lm_head_prescore(const MatrixView& head) {
   if (!present(head) || head.type == kernels::DType::q4 || head.cols % kGroup != 0) return nullptr;
   auto pre = std::make_shared<LmHeadPrescore>();
@@ -44,20 +67,9 @@ std::shared_ptr<const LmHeadPrescore> make_lm_head_prescore(const MatrixView& he
   q.values.resize(size_t(rows * cols / 2));
   q.scales.resize(size_t(rows * (cols / kGroup)));
   pre->c.resize(size_t(rows)), pre->w_norm.resize(size_t(rows));
-  const double gamma = double(cols + 4) * 0x1p-24;
-  const size_t n = size_t(cols);
-  std::vector<float> w(n), w4(n), diff(n);
-  for (int64_t r = 0; r < rows; ++r) {
-    kernels::decode_row(head, r, w.data());
-    uint8_t* qr = q.values.data() + r * (cols / 2);
-    kernels::F16* sr = q.scales.data() + r * (cols / kGroup);
-    kernels::quantize_q4_row(w.data(), cols, kGroup, qr, sr);
-    kernels::dequantize_q4_row(qr, sr, cols, kGroup, w4.data());
-    for (int64_t j = 0; j < cols; ++j) diff[size_t(j)] = w[size_t(j)] - w4[size_t(j)];
-    // Rounded up a little: the bound must hold, the f32 sums of norm2 are in double.
-    pre->c[size_t(r)] = float((norm2(diff.data(), cols) + gamma * (norm2(w.data(), cols) + norm2(w4.data(), cols))) * 1.0001);
-    pre->w_norm[size_t(r)] = float(norm2(w.data(), cols) * 1.0001);
-  }
+  // Made once at load, on every core: each row depends on that row alone.
+  kernels::parallel_rows(&kernels::ThreadPool::shared(0), rows, 64,
+                         [&](int64_t r0, int64_t r1) { prescore_rows(head, r0, r1, *pre); });
   return pre;
 }
 

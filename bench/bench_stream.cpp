@@ -1,0 +1,90 @@
+// bench/: the decode stream alone. A token reads every weight once; this reads ~1 GiB of
+// packed q8 / q4 rows (Llama-3.2-1B's FFN shapes, 8192 x 2048 and 2048 x 8192, repeated
+// like layers) through model/region.h's run_products, one region per matrix as decode runs
+// them, and reports GB/s next to the read-bandwidth probe's at the same thread count
+// (`roofline_%`): what the kernels and the pool reach with nothing else in the way.
+//
+//   build/wren_bench --benchmark_filter=DecodeStream
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "kernels/bandwidth.h"
+#include "kernels/huge_pages.h"
+#include "kernels/ops.h"
+#include "kernels/threads.h"
+#include "model/region.h"
+
+namespace {
+
+using namespace wren;
+using namespace wren::kernels;
+
+constexpr double kTarget = double(size_t(1) << 30);
+
+// The matrices of the stream: a few distinct random ones, packed, then copied until the
+// stream holds kTarget bytes (the values repeat, the addresses do not: memory sees a
+// gigabyte of distinct rows).
+struct Stream {
+  std::vector<Matrix> originals;
+  HugeArena arena;
+  std::vector<MatrixView> views;
+  double bytes = 0;
+
+  explicit Stream(DType type) {
+    std::mt19937 rng(7);
+    std::normal_distribution<float> nd(0, 1);
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{8192, 2048}, {2048, 8192}}) {
+      std::vector<float> v(size_t(rows * cols));
+      for (float& x : v) x = nd(rng);
+      originals.push_back(encode_matrix(v.data(), rows, cols, type, 32));
+    }
+    while (bytes < kTarget)
+      for (const Matrix& m : originals) {
+        MatrixView w = m.view();
+        const size_t n = m.values.size(), s = m.scales.size() * sizeof(F16);
+        auto* packed = arena.allocate(n);
+        pack_for_dot(w, packed);
+        auto* scales = arena.allocate(s);
+        std::memcpy(scales, m.scales.data(), s);
+        w.packed = packed, w.scales = reinterpret_cast<const F16*>(scales);
+        views.push_back(w);
+        bytes += double(w.bytes());
+      }
+  }
+};
+
+void BM_DecodeStream(benchmark::State& state, DType type) {
+  const int threads = int(state.range(0));
+  static Stream q8(DType::q8), q4(DType::q4);
+  const Stream& s = type == DType::q8 ? q8 : q4;
+  ThreadPool& pool = ThreadPool::shared(threads);
+  std::vector<float> x(8192, 0.5f), y(8192);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i % 17) - 8) * 0.1f;
+  double best = 1e30;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (const MatrixView& w : s.views) {
+      const Product p{.w = w, .x = x.data(), .y = y.data()};
+      run_products(std::span(&p, 1), &pool);
+    }
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::min(best, dt);
+    benchmark::DoNotOptimize(y.data());
+  }
+  const Bandwidth probe = measure_read_bandwidth({.threads = threads, .passes = 3});
+  state.counters["GB/s"] = s.bytes / best / 1e9;
+  state.counters["probe_GB/s"] = probe.best / 1e9;
+  state.counters["roofline_%"] = 100.0 * s.bytes / best / probe.best;
+  state.counters["regions/s"] = double(s.views.size()) / best;
+  state.SetLabel(std::string(to_string(type)) + " " + active_int8_path() + ", best pass");
+}
+BENCHMARK_CAPTURE(BM_DecodeStream, q8, DType::q8)->Arg(1)->Arg(2)->ArgName("threads")->Iterations(8)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_DecodeStream, q4, DType::q4)->Arg(1)->Arg(2)->ArgName("threads")->Iterations(8)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+}  // namespace
