@@ -121,16 +121,21 @@ TEST(DistributedBalance, BalancingOverTwoRanksEqualsTheWholeBatch) {
 TEST(DistributedGradients, BucketsSumEveryRanksGradient) {
   // Three tensors of different shapes; a bucket of 64 bytes splits them over several all-reduces.
   const std::vector<std::vector<int64_t>> shapes = {{5, 3}, {7}, {2, 2, 4}};
-  auto grad_of = [&](int rank, size_t i) {
-    torch::manual_seed(100 * uint64_t(rank) + i);
-    return torch::randn(shapes[i]);
-  };
+  // Drawn before the ranks start: their threads share torch's global generator, so seeding
+  // it inside them would race.
+  std::vector<std::vector<torch::Tensor>> grads(2);
+  for (int rank = 0; rank < 2; ++rank)
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      torch::manual_seed(100 * uint64_t(rank) + i);
+      grads[size_t(rank)].push_back(torch::randn(shapes[i]));
+    }
+  auto grad_of = [&](int rank, size_t i) { return grads[size_t(rank)][i]; };
   std::vector<std::vector<torch::Tensor>> summed(2);
   on_ranks(2, [&](Dist& dist) {
     std::vector<torch::Tensor> params;
     for (size_t i = 0; i < shapes.size(); ++i) {
       torch::Tensor p = torch::zeros(shapes[i]).requires_grad_(true);
-      p.mutable_grad() = grad_of(dist.rank(), i);
+      p.mutable_grad() = grad_of(dist.rank(), i).clone();
       params.push_back(p);
     }
     dist.all_reduce_gradients(params, 64);
