@@ -17,16 +17,6 @@ constexpr size_t kHuge = kHugePage;
 constexpr size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 }  // namespace
 
-uint8_t* huge_pages_inside(uint8_t* buffer, size_t bytes) {
-  const auto base = reinterpret_cast<uintptr_t>(buffer);
-  const uintptr_t start = round_up(base, kHuge), end = base + bytes + kHuge;
-#if defined(__linux__)
-  if (const size_t whole = (end - start) / kHuge * kHuge)
-    ::madvise(reinterpret_cast<void*>(start), whole, MADV_HUGEPAGE);  // a hint: failure is harmless
-#endif
-  return reinterpret_cast<uint8_t*>(start);
-}
-
 #if defined(__linux__)
 HugeBuffer huge_alloc(size_t bytes) {
   const size_t size = round_up(bytes ? bytes : 1, kHuge);

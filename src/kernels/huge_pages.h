@@ -17,12 +17,6 @@ namespace wren::kernels {
 
 constexpr size_t kHugePage = size_t(2) << 20;
 
-// For a buffer of bytes + kHugePage bytes (any alignment, e.g. from new[]): its first 2 MiB
-// boundary, from which `bytes` fit, and the whole 2 MiB pages of the buffer from there
-// asked for in huge pages. The pages before the boundary are never touched, so they cost
-// address space only.
-uint8_t* huge_pages_inside(uint8_t* buffer, size_t bytes);
-
 // `bytes` of uninitialised memory, 2 MiB aligned, asked for in huge pages. Throws
 // std::bad_alloc when it cannot be had. The deleter unmaps it.
 struct HugeFree {

@@ -117,19 +117,16 @@ const kernels::Matrix& OwnedWeights::at(const TensorInfo& t) const {
 
 kernels::MatrixView OwnedWeights::matrix(const TensorInfo& t) const { return at(t).view(); }
 
-// The values and then the scales in one buffer, from a 2 MiB boundary in huge pages
-// (kernels/huge_pages.h): a decode step's streams then cross no 4 KiB page boundaries, nor
-// any page of the mapped file.
+// The values and then the scales in one buffer of the huge-page arena: a decode step's
+// streams then cross no 4 KiB page boundaries, nor any page of the mapped file.
 void PackedWeights::pack(kernels::MatrixView& w) {
   if (!kernels::packable(w) || w.packed) return;
   const size_t n = size_t(w.rows * w.row_bytes()), scales = size_t(w.rows * w.groups()) * sizeof(kernels::F16);
-  auto buffer = std::make_unique_for_overwrite<uint8_t[]>(n + scales + kernels::kHugePage);
-  uint8_t* values = kernels::huge_pages_inside(buffer.get(), n + scales);
+  uint8_t* values = arena_.allocate(n + scales);
   kernels::pack_for_dot(w, values);
   std::memcpy(values + n, w.scales, scales);  // n is a multiple of 256 (packable): the f16 copy is aligned
   w.packed = values;
   w.scales = reinterpret_cast<const kernels::F16*>(values + n);
-  buffers_.push_back(std::move(buffer));
   bytes_ += double(n + scales);
 }
 

@@ -12,6 +12,7 @@
 
 #include "config/model_config.h"
 #include "config/weight_map.h"
+#include "kernels/huge_pages.h"
 #include "kernels/types.h"
 
 namespace wren {
@@ -58,7 +59,7 @@ class PackedWeights {
   double bytes() const { return bytes_; }
 
  private:
-  std::vector<std::unique_ptr<uint8_t[]>> buffers_;
+  kernels::HugeArena arena_;  // the copies live in huge pages (kernels/huge_pages.h)
   double bytes_ = 0;
 };
 
