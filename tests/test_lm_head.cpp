@@ -64,7 +64,7 @@ TEST(LmHead, BoundHoldsOnEveryRow) {
       auto pre = make_lm_head_prescore(head);
       ASSERT_TRUE(pre);
       const LmHeadBound terms = lm_head_bound(head);
-      const std::vector<float> z = exact(head, c.x), p = exact(pre->q4.view(), c.x);
+      const std::vector<float> z = exact(head, c.x), p = exact(pre->scored, c.x);  // what the engine scores: packed where packable
       double norm = 0;
       for (float v : c.x) norm += double(v) * v;
       norm = std::sqrt(norm);

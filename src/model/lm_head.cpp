@@ -21,6 +21,28 @@ double norm2(const float* v, int64_t n) {
   return std::sqrt(s);
 }
 
+// ||w||_2, ||w4||_2 and ||w - w4||_2 of one row in one pass, in double. Four partial sums
+// per norm: one running sum is a chain of dependent adds, which made this loop most of the
+// pre-score's build time (a 128K-row head is built at every load).
+struct RowNorms {
+  double w = 0, w4 = 0, diff = 0;
+};
+RowNorms row_norms(const float* w, const float* w4, int64_t n) {
+  double sw[4] = {}, s4[4] = {}, sd[4] = {};
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4)
+    for (int k = 0; k < 4; ++k) {
+      const double a = w[j + k], b = w4[j + k], d = double(w[j + k] - w4[j + k]);
+      sw[k] += a * a, s4[k] += b * b, sd[k] += d * d;
+    }
+  for (; j < n; ++j) {
+    const double a = w[j], b = w4[j], d = double(w[j] - w4[j]);
+    sw[0] += a * a, s4[0] += b * b, sd[0] += d * d;
+  }
+  return {std::sqrt((sw[0] + sw[1]) + (sw[2] + sw[3])), std::sqrt((s4[0] + s4[1]) + (s4[2] + s4[3])),
+          std::sqrt((sd[0] + sd[1]) + (sd[2] + sd[3]))};
+}
+
 // e_G = sqrt(G) / 254 (lm_head.h), rounded up: the share of ||x|| that rounding x to 8 bits
 // per group of G can move.
 double rounding_share(int group) { return std::sqrt(double(group)) / 254.0 * 1.01; }
@@ -42,17 +64,17 @@ void prescore_rows(const MatrixView& head, int64_t r0, int64_t r1, LmHeadPrescor
   const int64_t cols = head.cols;
   const double gamma = double(cols + 4) * 0x1p-24;
   const size_t n = size_t(cols);
-  std::vector<float> w(n), w4(n), diff(n);
+  std::vector<float> w(n), w4(n);
   for (int64_t r = r0; r < r1; ++r) {
     kernels::decode_row(head, r, w.data());
     uint8_t* qr = pre.q4.values.data() + r * (cols / 2);
     kernels::F16* sr = pre.q4.scales.data() + r * (cols / kGroup);
     kernels::quantize_q4_row(w.data(), cols, kGroup, qr, sr);
     kernels::dequantize_q4_row(qr, sr, cols, kGroup, w4.data());
-    for (int64_t j = 0; j < cols; ++j) diff[size_t(j)] = w[size_t(j)] - w4[size_t(j)];
-    // Rounded up a little: the bound must hold, the f32 sums of norm2 are in double.
-    pre.c[size_t(r)] = float((norm2(diff.data(), cols) + gamma * (norm2(w.data(), cols) + norm2(w4.data(), cols))) * 1.0001);
-    pre.w_norm[size_t(r)] = float(norm2(w.data(), cols) * 1.0001);
+    // Rounded up a little: the bound must hold, the norms' sums of squares are in double.
+    const RowNorms norms = row_norms(w.data(), w4.data(), cols);
+    pre.c[size_t(r)] = float((norms.diff + gamma * (norms.w + norms.w4)) * 1.0001);
+    pre.w_norm[size_t(r)] = float(norms.w * 1.0001);
   }
 }
 
@@ -70,6 +92,8 @@ std::shared_ptr<const LmHeadPrescore> make_lm_head_prescore(const MatrixView& he
   // Made once at load, on every core: each row depends on that row alone.
   kernels::parallel_rows(&kernels::ThreadPool::shared(0), rows, 64,
                          [&](int64_t r0, int64_t r1) { prescore_rows(head, r0, r1, *pre); });
+  pre->scored = q.view();
+  pre->packed.pack(pre->scored);
   return pre;
 }
 
@@ -93,7 +117,7 @@ LmHeadRead lm_head_logits(const MatrixView& head, const LmHeadPrescore* pre, con
     return read;
   }
   // Pre-score and bounds.
-  const MatrixView q4 = pre->q4.view();
+  const MatrixView& q4 = pre->scored;
   kernels::matvec(q4, x, s.prescore.data(), pool);
   const float x_norm = float(norm2(x, head.cols) * 1.0001);
   const LmHeadBound terms = lm_head_bound(head);
