@@ -7,6 +7,11 @@
 #include <cmath>
 #include <random>
 #include <set>
+#include <fstream>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "config/parse.h"
 #include "model/attention.h"
@@ -15,6 +20,7 @@
 #include "model/model.h"
 #include "model/rope.h"
 #include "runtime/session.h"
+#include "temp_dir.h"
 #include "test_util.h"
 
 namespace wren {
@@ -132,6 +138,66 @@ TEST(Engram, LookupReadsExactlyTheRowsItNames) {
   EXPECT_EQ(read, named);
   for (int t = 0; t < hasher.tables(); ++t)
     for (int64_t j = 0; j < cols; ++j) EXPECT_FLOAT_EQ(g[size_t(t * cols + j)], float(named[size_t(t)]) + 0.001f * float(j));
+}
+
+// request_engram_rows on a table mapped from a file the page cache has dropped: the pages of
+// the requested rows are read in (mincore), a page between them is not.
+TEST(Engram, RequestedRowsOfAFileAreReadIn) {
+  const long page = sysconf(_SC_PAGESIZE);
+  const int64_t rows = 64, cols = page / int64_t(sizeof(float));  // one row per page
+  testing_util::TempDir dir;
+  const std::string path = dir / "table.bin";
+  const std::vector<float> values(size_t(rows * cols), 0.5f);
+  {
+    std::ofstream f(path, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(values.data()), std::streamsize(values.size() * sizeof(float)));
+  }
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::fdatasync(fd), 0);
+  ASSERT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+  const size_t bytes = values.size() * sizeof(float);
+  void* map = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
+  ASSERT_NE(map, MAP_FAILED);
+  const auto resident = [&](int64_t row) {
+    unsigned char in = 0;
+    EXPECT_EQ(::mincore(static_cast<char*>(map) + row * page, size_t(page), &in), 0);
+    return (in & 1) != 0;
+  };
+  ASSERT_FALSE(resident(3) || resident(40)) << "the page cache kept the file: nothing to test";
+  const auto table = kernels::MatrixView::f32(static_cast<const float*>(map), rows, cols);
+  const std::vector<int64_t> wanted{3, 40};
+  EXPECT_EQ(request_engram_rows(table, wanted), double(2 * page));
+  // The reads are asynchronous: wait for them (a read of two pages, far below this bound).
+  for (int i = 0; i < 400 && !(resident(3) && resident(40)); ++i) ::usleep(5000);
+  EXPECT_TRUE(resident(3));
+  EXPECT_TRUE(resident(40));
+  EXPECT_FALSE(resident(20)) << "a row nobody asked for was read in";
+  ::munmap(map, bytes);
+  ::close(fd);
+}
+
+// A session requests, at each token, every engram row its step reads: Embla's residual
+// engram and each of Nenya's gated engram layers, values and (where stored) scales.
+TEST(Engram, SessionRequestsEveryRowOfEachStep) {
+  for (const char* preset : {"embla-mini", "nenya-mini"}) {
+    auto model = random_model(preset, kernels::DType::q8);
+    double per_token = 0;
+    const auto add = [&](const EngramHasher& h, const MatrixView& t) {
+      const int64_t scales = t.scales ? t.groups() * int64_t(sizeof(kernels::F16)) : 0;
+      per_token += double(h.tables()) * double(t.row_bytes() + scales);
+    };
+    if (model->engram) add(*model->engram, model->engram_tables);
+    for (const LayerWeights& w : model->layers)
+      if (w.engram_hasher) add(*w.engram_hasher, w.engram.tables);
+    ASSERT_GT(per_token, 0) << preset << " has no engram";
+    Session s(model);
+    std::vector<float> logits(size_t(s.vocab_rows()));
+    const std::vector<int32_t> tokens = random_tokens(5, model->config.vocab_size, 3);
+    s.prefill(tokens, logits.data());
+    s.decode(7, logits.data());
+    EXPECT_EQ(s.engram_bytes_requested(), 6 * per_token) << preset;
+  }
 }
 
 }  // namespace

@@ -212,6 +212,7 @@ void Session::embed(int32_t token) {
     for (float& v : r.e) v *= float(c.embedding_scale);
   r.pos = position();
   history_.push_back(token);
+  request_engram_rows_ahead();
   if (model_->engram)
     engram_lookup(*model_->engram, model_->engram_tables, ngram_context(model_->engram->max_order()), r.g.data(), engram_rows_);
   if (c.residual.kind == ResidualKind::mhc) mhc_init_streams(r.e.data(), streams_, d_, r.x.data());
@@ -219,6 +220,17 @@ void Session::embed(int32_t token) {
   r.finished_blocks = 0;
   r.partial_empty = true;
   std::fill(r.partial.begin(), r.partial.end(), 0.0f);
+}
+
+void Session::request_engram_rows_ahead() {
+  const auto request = [&](const EngramHasher& hasher, const MatrixView& tables) {
+    engram_ahead_.resize(size_t(hasher.tables()));
+    hasher.rows(ngram_context(hasher.max_order()), engram_ahead_);
+    engram_requested_ += request_engram_rows(tables, engram_ahead_);
+  };
+  if (model_->engram) request(*model_->engram, model_->engram_tables);
+  for (const LayerWeights& w : model_->layers)
+    if (w.engram_hasher) request(*w.engram_hasher, w.engram.tables);
 }
 
 // The input a sublayer (or a bridge) reads before its norm: the stream, the mix of the

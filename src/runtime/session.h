@@ -129,6 +129,8 @@ class Session {
   // context fits in budget_bytes (0: a quarter of physical memory), else q8.
   static KvType default_kv_type(const ModelConfig& c, int64_t context, double budget_bytes = 0);
   KvType kv_type() const { return kv_type_; }
+  // Bytes of engram rows requested ahead of their reads so far (request_engram_rows).
+  double engram_bytes_requested() const { return engram_requested_; }
   // V rows of the ReLU^2 layers read and skipped so far (V-skip per KV group).
   const VReads& v_reads() const { return attn_.v_reads; }
 
@@ -163,6 +165,9 @@ class Session {
   static void recurrent_batch(int layer, std::span<const BatchRow> rows, BatchScratch& scratch);
   void ffn_step(int layer, const float* ffn_out);
   void embed(int32_t token);
+  // Requests every engram row this token's step will read (model/engram.h), Embla's and each
+  // Nenya layer's, before the step runs.
+  void request_engram_rows_ahead();
   std::span<const int32_t> ngram_context(int order);
   const float* sublayer_input(int layer, bool ffn, const MixWeights& mix, const MhcWeights& mhc, MhcBoundary& boundary);
   void gather_residual_sources(const ResidualSourceSet& set);
@@ -204,6 +209,8 @@ class Session {
   // Scratch.
   std::vector<float> h_, xn_, out_, tmp_, mix_weights_;
   std::vector<int64_t> engram_rows_;
+  std::vector<int64_t> engram_ahead_;  // one engram's rows, as requested ahead
+  double engram_requested_ = 0;        // bytes of engram rows requested ahead, this session
   std::vector<int32_t> ngram_;  // the last max-order token ids, kPad before the start
   AttentionScratch attn_;
   MlaScratch mla_scratch_;
