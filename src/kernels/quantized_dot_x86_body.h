@@ -246,11 +246,13 @@ void q4_packed_block(const MatrixView& w, const QuantizedActivation& xq, int64_t
   WREN_UNROLL for (int j = 0; j < R; ++j) out[j] = hsum(acc[j]);
 }
 
-// Rows [r0, r1): blocks of kRows, then the rest one at a time. Groups that are not whole
-// 32-column blocks go to the plain path. Packed rows are streamed one at a time, a single
-// sequential stream per thread: four rows side by side (four streams 256 bytes apart per
-// step) read 1 GiB of packed q8 rows at a third of the speed on Zen 4 under KVM (4.5 vs
-// 13.9 GB/s, 1 thread); reloading the activation from L1 per row costs far less.
+// Rows [r0, r1). Groups that are not whole 32-column blocks go to the plain path. q8 rows,
+// packed or not, are streamed one at a time, a single sequential stream per thread: four
+// rows side by side (four streams 256 bytes apart per step) read 1 GiB of packed q8 rows at
+// a third of the speed on Zen 4 under KVM (4.5 vs 13.9 GB/s, 1 thread), and unpacked ones
+// (nenya's d = 960 is no multiple of 256) decoded nenya 25% slower (10.5 vs 13.2 tokens/s,
+// 2 threads); reloading the activation from L1 per row costs far less. q4 rows: kRows at a
+// time, then the rest one at a time.
 void q8_rows(const MatrixView& w, const QuantizedActivation& xq, int64_t r0, int64_t r1,
              float* out) {
   if (w.group % 32 != 0) return q8_rows_scalar(w, xq, r0, r1, out);
@@ -259,7 +261,6 @@ void q8_rows(const MatrixView& w, const QuantizedActivation& xq, int64_t r0, int
     for (; r < r1; ++r) q8_packed_block<1>(w, xq, r, out + (r - r0));
     return;
   }
-  for (; r + kRows <= r1; r += kRows) rows_block<kRows, false>(w, xq, r, out + (r - r0));
   for (; r < r1; ++r) rows_block<1, false>(w, xq, r, out + (r - r0));
 }
 
