@@ -33,12 +33,12 @@ Tokenizer Tokenizer::from_json(const Json& j, const std::string& origin) {
   JsonReader root(j, origin, "");
   JsonReader model = root.object("model");
   t.read_model_options(model);
+  t.read_pre_tokenizer(root);  // first: whether the vocabulary must hold the 256 bytes
   t.read_vocab(model);
+  t.index_bytes(model);
   t.read_merges(model);
   t.read_added_tokens(root);
   t.read_normalizer(root);
-  t.read_pre_tokenizer(root);
-  t.index_bytes(model);
   t.index_added_tokens();
   t.decoder_ = Decoder::read(root);
   t.pieces_.resize(t.texts_.size());
