@@ -204,8 +204,8 @@ TEST(Tokenizer, UnsupportedPipelinePartsAreNamed) {
   EXPECT_NE(msg.find("NFKC"), std::string::npos) << msg;
   msg = error([](Json& j) { j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(\\p{N}"; });
   EXPECT_NE(msg.find("pre_tokenizer.pretokenizers[0].pattern.Regex"), std::string::npos) << msg;
-  msg = error([](Json& j) { j["pre_tokenizer"]["pretokenizers"][1]["type"] = "Metaspace"; });
-  EXPECT_NE(msg.find("Metaspace"), std::string::npos) << msg;
+  msg = error([](Json& j) { j["pre_tokenizer"]["pretokenizers"][1]["type"] = "BertPreTokenizer"; });
+  EXPECT_NE(msg.find("BertPreTokenizer"), std::string::npos) << msg;
   msg = error([](Json& j) { j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Sideways"; });
   EXPECT_NE(msg.find("Sideways"), std::string::npos) << msg;
 }
