@@ -20,6 +20,7 @@
 #include "config/layer_plan.h"
 #include "kernels/ops.h"
 #include "model/engram.h"
+#include "model/region.h"
 #include "runtime/session_budget.h"
 
 namespace wren {
@@ -66,9 +67,12 @@ Session::Session(std::shared_ptr<const Model> model, const SessionOptions& optio
   for (int i = 0; i < L; ++i)
     if (c.mixer(i).kind == MixerKind::sparse_reuse)
       scores_stride_ = std::max<int64_t>(scores_stride_, int64_t(c.mixer(c.cache_owner(i)).n_kv_heads) * context_);
-  chunk_ = kPrefillChunk;
+  if (options.prefill_chunk < 0)
+    throw std::invalid_argument("prefill chunk: " + std::to_string(options.prefill_chunk) + " tokens, expected >= 0");
+  const int64_t wanted = options.prefill_chunk > 0 ? options.prefill_chunk : kPrefillChunk;
+  chunk_ = wanted;
   if (scores_stride_ > 0)
-    chunk_ = std::clamp<int64_t>(kMaxScoreBytes / int64_t(sizeof(float)) / (scores_stride_ * L), 1, kPrefillChunk);
+    chunk_ = std::clamp<int64_t>(kMaxScoreBytes / int64_t(sizeof(float)) / (scores_stride_ * L), 1, wanted);
   int max_order = 0;
   for (int i = 0; i < L; ++i) {
     const MixerSpec& m = c.mixer(i);
@@ -269,13 +273,15 @@ void Session::add_output(const float* out, const Vec& post_norm, const MhcBounda
 }
 
 // K/V of the layers bridged to this layer's attention point, each from its own mix.
-void Session::bridge_kv(int layer) {
+void Session::bridge_kv(int layer, float* bridge_x) {
   const ModelConfig& c = model_->config;
+  int64_t k = 0;
   for (int j : model_->bridges_at[size_t(layer)]) {
     const LayerWeights& w = model_->layers[size_t(j)];
     const float* h = sublayer_input(layer, false, w.kv_bridge, w.attn_mhc, bridge_boundary_);
-    kernels::rmsnorm(h, w.attn_norm.data(), d_, float(c.norm.eps), c.norm.unit_offset, xn_.data());
-    fill_cache(j, xn_.data());
+    float* xn = bridge_x ? bridge_x + k++ * d_ : xn_.data();
+    kernels::rmsnorm(h, w.attn_norm.data(), d_, float(c.norm.eps), c.norm.unit_offset, xn);
+    if (!bridge_x) fill_cache(j, xn);
   }
 }
 
@@ -342,14 +348,14 @@ void Session::run_ffn(int i, const float* x, float* out) {
   }
 }
 
-bool Session::mixer_step(int i, bool all_layers, float* ffn_x) {
-  if (!mixer_input(i, all_layers, xn_.data(), true)) return false;
+bool Session::mixer_step(int i, bool all_layers, float* ffn_x, const BatchedRow& batched) {
+  if (!mixer_input(i, all_layers, xn_.data(), true, batched)) return false;
   run_mixer(i, xn_.data(), out_.data());
   mixer_output(i, out_.data(), ffn_x);
   return true;
 }
 
-bool Session::mixer_input(int i, bool all_layers, float* xn, bool fill_exit) {
+bool Session::mixer_input(int i, bool all_layers, float* xn, bool fill_exit, const BatchedRow& batched) {
   const Model& m = *model_;
   const ModelConfig& c = m.config;
   const float eps = float(c.norm.eps);
@@ -360,10 +366,13 @@ bool Session::mixer_input(int i, bool all_layers, float* xn, bool fill_exit) {
     std::fill(r.partial.begin(), r.partial.end(), 0.0f);
     r.partial_empty = true;
   }
-  if (w.engram_hasher)
+  if (w.engram_hasher && batched.engram.v)
+    engram_gate_apply(w.engram, batched.engram, r.x.data(), streams_, d_, eps, c.norm.unit_offset, engram_gate_[size_t(i)],
+                      engram_scratch_);
+  else if (w.engram_hasher)
     engram_gate_add(w.engram, *w.engram_hasher, ngram_context(w.engram_hasher->max_order()), r.x.data(), streams_, d_,
                     eps, c.norm.unit_offset, engram_gate_[size_t(i)], engram_scratch_, pool_);
-  bridge_kv(i);
+  bridge_kv(i, batched.bridge_x);
   const float* h = sublayer_input(i, false, w.attn_res, w.attn_mhc, r.boundary);
   kernels::rmsnorm(h, w.attn_norm.data(), d_, eps, c.norm.unit_offset, xn);
   if (!all_layers && i >= m.prefill_exit) {  // early exit: only this layer's own cache entry remains
@@ -387,12 +396,18 @@ void Session::recurrent_batch(int i, std::span<const BatchRow> rows, BatchScratc
   const ModelConfig& c = s.model().config;
   const int64_t d = c.d_model, n = int64_t(b.active.size());
   if (b.xn.size() < size_t(n * d)) b.xn.resize(size_t(n * d)), b.xq.resize(size_t(n * d));
+  b.attends.assign(size_t(n), 0);
   int64_t live = 0;
   for (int64_t a = 0; a < n; ++a) {
     const int32_t j = b.active[size_t(a)];
     s.use(s.rows_[size_t(b.state_of[size_t(j)])]);
-    if (s.mixer_input(i, rows[size_t(j)].all_layers, b.xn.data() + live * d, true)) b.active[size_t(live++)] = j;
+    if (s.mixer_input(i, rows[size_t(j)].all_layers, b.xn.data() + live * d, true, batched_row(i, rows, b, a)))
+      b.attends[size_t(a)] = 1, ++live;
   }
+  if (!s.model().bridges_at[size_t(i)].empty()) fill_bridges(i, rows, b);  // every row's, before any leaves
+  live = 0;
+  for (int64_t a = 0; a < n; ++a)
+    if (b.attends[size_t(a)]) b.active[size_t(live++)] = b.active[size_t(a)];
   b.active.resize(size_t(live));
   float *x = b.x.data(), *y = b.y.data();
   gdn_prefill(s.model().layers[size_t(i)].gdn, c.mixer(i), c, b.xn.data(), live, s.gdn_[size_t(i)], s.gdn_scratch_, y,
@@ -401,6 +416,106 @@ void Session::recurrent_batch(int i, std::span<const BatchRow> rows, BatchScratc
     s.use(s.rows_[size_t(b.state_of[size_t(b.active[size_t(a)])])]);
     s.mixer_output(i, y + a * d, x + a * d);
   }
+}
+
+BatchedRow Session::batched_row(int i, std::span<const BatchRow> rows, BatchScratch& b, int64_t a) {
+  const Model& m = rows[0].session->model();
+  const int64_t n = int64_t(b.active.size()), d = m.config.d_model;
+  BatchedRow r;
+  if (n < 2) return r;
+  if (m.layers[size_t(i)].engram_hasher) r.engram = engram_gate_row(b.engram, a);
+  const int64_t bridges = int64_t(m.bridges_at[size_t(i)].size());
+  if (bridges > 0) {
+    if (b.bridge_x.size() < size_t(n * bridges * d)) b.bridge_x.resize(size_t(n * bridges * d));
+    r.bridge_x = b.bridge_x.data() + a * bridges * d;
+  }
+  return r;
+}
+
+void Session::fill_bridges(int i, std::span<const BatchRow> rows, BatchScratch& b) {
+  Session& s0 = *rows[0].session;
+  const Model& m = s0.model();
+  const ModelConfig& c = m.config;
+  const std::vector<int>& bridged = m.bridges_at[size_t(i)];
+  const int64_t n = int64_t(b.active.size()), d = c.d_model, ldx = int64_t(bridged.size()) * d;
+  const auto use = [&](int64_t a) -> Session& {
+    const int32_t j = b.active[size_t(a)];
+    Session& s = *rows[size_t(j)].session;
+    s.use(s.rows_[size_t(b.state_of[size_t(j)])]);
+    return s;
+  };
+  const auto grow = [](std::vector<float>& v, int64_t size) {
+    if (v.size() < size_t(size)) v.resize(size_t(size));
+  };
+  for (size_t k = 0; k < bridged.size(); ++k) {
+    const int jl = bridged[k];
+    const MixerSpec& spec = c.mixer(jl);
+    const LayerWeights& w = m.layers[size_t(jl)];
+    const float* x = b.bridge_x.data() + int64_t(k) * d;
+    if (spec.kind == MixerKind::mla) {
+      mla_batch_inputs({w.mla, spec, c, x, ldx, n, true, nullptr, 0}, b.mla, s0.pool_);
+      for (int64_t a = 0; a < n; ++a) {
+        Session& s = use(a);
+        mla_append_projected(w.mla, spec, c, b.mla.kv_row(a), s.r_->pos, s.mla_[size_t(jl)]);
+      }
+      continue;
+    }
+    const int64_t kw = w.attn.wk.rows, vw = w.attn.wv.rows;
+    grow(b.bridge_k, n * kw), grow(b.bridge_v, n * vw);
+    const BatchProduct kv[] = {{w.attn.wk, x, ldx, b.bridge_k.data(), kw, n}, {w.attn.wv, x, ldx, b.bridge_v.data(), vw, n}};
+    run_batch_products(kv, s0.pool_);
+    for (int64_t a = 0; a < n; ++a) {
+      const Projected p{nullptr, b.bridge_k.data() + a * kw, b.bridge_v.data() + a * vw};
+      use(a).fill_cache(jl, x + a * ldx, &p);
+    }
+  }
+}
+
+void Session::engram_batch(int i, std::span<const BatchRow> rows, BatchScratch& b) {
+  const LayerWeights& w = rows[0].session->model().layers[size_t(i)];
+  const EngramHasher& hasher = *w.engram_hasher;
+  const int64_t n = int64_t(b.active.size());
+  engram_gate_batch_reserve(w.engram, hasher, n, b.engram);
+  for (int64_t a = 0; a < n; ++a) {
+    const int32_t j = b.active[size_t(a)];
+    Session& s = *rows[size_t(j)].session;
+    s.use(s.rows_[size_t(b.state_of[size_t(j)])]);
+    engram_lookup(hasher, w.engram.tables, s.ngram_context(hasher.max_order()), b.engram.e_row(a), b.engram.rows);
+  }
+  engram_gate_batch_project(w.engram, n, b.engram, rows[0].session->pool_);
+}
+
+int64_t Session::batch_inputs(int i, std::span<const BatchRow> rows, BatchScratch& b) {
+  const int64_t d = rows[0].session->model().config.d_model, n = int64_t(b.active.size());
+  if (b.xn.size() < size_t(n * d)) b.xn.resize(size_t(n * d)), b.xq.resize(size_t(n * d));
+  b.attends.assign(size_t(n), 0);
+  int64_t nq = 0;
+  for (int64_t a = 0; a < n; ++a) {
+    const int32_t j = b.active[size_t(a)];
+    Session& s = *rows[size_t(j)].session;
+    s.use(s.rows_[size_t(b.state_of[size_t(j)])]);
+    float* xn = b.xn.data() + a * d;
+    if (!s.mixer_input(i, rows[size_t(j)].all_layers, xn, false, batched_row(i, rows, b, a))) continue;
+    b.attends[size_t(a)] = 1;
+    std::copy_n(xn, d, b.xq.data() + nq++ * d);
+  }
+  if (!rows[0].session->model().bridges_at[size_t(i)].empty()) fill_bridges(i, rows, b);
+  return nq;
+}
+
+void Session::batch_outputs(int i, std::span<const BatchRow> rows, BatchScratch& b) {
+  const int64_t d = rows[0].session->model().config.d_model, n = int64_t(b.active.size());
+  float *x = b.x.data(), *y = b.y.data();
+  int64_t live = 0;
+  for (int64_t a = 0; a < n; ++a) {
+    if (!b.attends[size_t(a)]) continue;
+    const int32_t j = b.active[size_t(a)];
+    Session& s = *rows[size_t(j)].session;
+    s.use(s.rows_[size_t(b.state_of[size_t(j)])]);
+    s.mixer_output(i, y + live * d, x + live * d);
+    b.active[size_t(live++)] = j;
+  }
+  b.active.resize(size_t(live));
 }
 
 void Session::attention_batch(int i, std::span<const BatchRow> rows, BatchScratch& b) {
@@ -416,18 +531,9 @@ void Session::attention_batch(int i, std::span<const BatchRow> rows, BatchScratc
     s.use(s.rows_[size_t(b.state_of[size_t(j)])]);
     return s;
   };
-  if (b.xn.size() < size_t(n * d)) b.xn.resize(size_t(n * d)), b.xq.resize(size_t(n * d));
   // 1. Every row's normed input; the rows that go on attend, the others (early exit) only
   // add their cache entry.
-  b.attends.assign(size_t(n), 0);
-  int64_t nq = 0;
-  for (int64_t a = 0; a < n; ++a) {
-    const int32_t j = b.active[size_t(a)];
-    float* xn = b.xn.data() + a * d;
-    if (!use(j).mixer_input(i, rows[size_t(j)].all_layers, xn, false)) continue;
-    b.attends[size_t(a)] = 1;
-    std::copy_n(xn, d, b.xq.data() + nq++ * d);
-  }
+  const int64_t nq = batch_inputs(i, rows, b);
   if (nq == 0 && !own_kv) {
     b.active.clear();
     return;
@@ -443,16 +549,36 @@ void Session::attention_batch(int i, std::span<const BatchRow> rows, BatchScratc
     else if (own_kv) s.fill_cache(i, b.xn.data() + a * d, &p);
   }
   // 4. The output GEMM, then each row's residual write and FFN input.
-  float *x = b.x.data(), *y = b.y.data();
-  attention_batch_output(w, nq, b.attention, y, d, s0.pool_);
-  int64_t live = 0;
-  for (int64_t a = 0; a < n; ++a) {
-    if (!b.attends[size_t(a)]) continue;
-    const int32_t j = b.active[size_t(a)];
-    use(j).mixer_output(i, y + live * d, x + live * d);
-    b.active[size_t(live++)] = j;
+  attention_batch_output(w, nq, b.attention, b.y.data(), d, s0.pool_);
+  batch_outputs(i, rows, b);
+}
+
+void Session::mla_batch(int i, std::span<const BatchRow> rows, BatchScratch& b) {
+  Session& s0 = *rows[0].session;
+  const Model& m = s0.model();
+  const ModelConfig& c = m.config;
+  const MixerSpec& spec = c.mixer(i);
+  const MlaWeights& w = m.layers[size_t(i)].mla;
+  const bool own_kv = c.layers[size_t(i)].kv.kind == KvSourceKind::own && c.has_cache(i);
+  const int64_t d = c.d_model, n = int64_t(b.active.size());
+  const int64_t nq = batch_inputs(i, rows, b);
+  if (nq == 0 && !own_kv) {
+    b.active.clear();
+    return;
   }
-  b.active.resize(size_t(live));
+  mla_batch_inputs({w, spec, c, b.xn.data(), d, n, own_kv, b.xq.data(), nq}, b.mla, s0.pool_);
+  // Row by row in order: the cache entry, then the absorbed attention over positions 0..pos.
+  for (int64_t a = 0, q = 0; a < n; ++a) {
+    const int32_t j = b.active[size_t(a)];
+    Session& s = *rows[size_t(j)].session;
+    s.use(s.rows_[size_t(b.state_of[size_t(j)])]);
+    MlaCache& cache = s.mla_[size_t(i)];
+    if (own_kv) mla_append_projected(w, spec, c, b.mla.kv_row(a), s.r_->pos, cache);
+    if (b.attends[size_t(a)])
+      mla_attend_projected(w, spec, b.mla.q_row(q), s.r_->pos, cache, s.mla_scratch_, b.mla.o_row(q), s.pool_), ++q;
+  }
+  mla_batch_output(w, nq, b.mla, b.y.data(), d, s0.pool_);
+  batch_outputs(i, rows, b);
 }
 
 void Session::ffn_step(int i, const float* ffn_out) {
@@ -529,18 +655,23 @@ void forward_batch(std::span<const BatchRow> rows, BatchScratch& b) {
     // The mixers: an attention layer's projections as GEMMs over the rows, other mixers row
     // by row; rows that stop here (early exit) leave the batch.
     const MixerKind kind = c.mixer(i).kind;
+    if (m.layers[size_t(i)].engram_hasher && b.active.size() > 1) Session::engram_batch(i, rows, b);
     const bool one_session = std::all_of(b.active.begin(), b.active.end(),
                                          [&](int32_t j) { return rows[size_t(j)].session == rows[0].session; });
     if (b.active.size() > 1 && (kind == MixerKind::attention || kind == MixerKind::relu2_attention ||
                                 kind == MixerKind::sparse_reuse)) {
       Session::attention_batch(i, rows, b);
+    } else if (b.active.size() > 1 && kind == MixerKind::mla) {
+      Session::mla_batch(i, rows, b);
     } else if (b.active.size() > 1 && one_session && (kind == MixerKind::gdn || kind == MixerKind::gdn2)) {
       Session::recurrent_batch(i, rows, b);  // a prompt's rows through the chunked form
     } else {
       size_t live = 0;
       for (size_t a = 0; a < b.active.size(); ++a) {
         const int32_t j = b.active[a];
-        if (use(j).mixer_step(i, rows[size_t(j)].all_layers, x + int64_t(live) * d)) b.active[live++] = j;
+        BatchedRow batched = Session::batched_row(i, rows, b, int64_t(a));
+        batched.bridge_x = nullptr;  // each row fills its bridged caches as it goes
+        if (use(j).mixer_step(i, rows[size_t(j)].all_layers, x + int64_t(live) * d, batched)) b.active[live++] = j;
       }
       b.active.resize(live);
     }
