@@ -11,6 +11,7 @@
 
 #include "kernels/ops.h"
 #include "model/attention.h"
+#include "model/output_gate.h"
 #include "model/region.h"
 
 namespace wren {
@@ -424,13 +425,7 @@ void mla_attend_projected(const MlaWeights& w, const MixerSpec& m, const float* 
 
 void mla_batch_output(const MlaWeights& w, int64_t n_query, MlaBatch& b, float* y, int64_t ldy,
                       kernels::ThreadPool* pool) {
-  if (present(w.wg))  // output gate: o *= sigmoid(W_g x), as project_output
-    for (int64_t t = 0; t < n_query; ++t) {
-      float* g = b.gate.data() + t * b.o_width;
-      kernels::sigmoid(g, b.o_width, g);
-      float* o = b.o_row(t);
-      for (int64_t i = 0; i < b.o_width; ++i) o[i] *= g[i];
-    }
+  if (present(w.wg)) gate_rows(b.o.data(), b.gate.data(), b.o_width, n_query);  // as project_output
   const BatchProduct output{w.wo, b.o.data(), b.o_width, y, ldy, n_query};
   run_batch_products(std::span(&output, 1), pool);
 }
