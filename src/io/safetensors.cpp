@@ -248,7 +248,7 @@ void SafetensorsWriter::add(const std::string& name, Dtype dtype, Shape shape, s
     throw IoError("safetensors writer: tensor " + name + ": " + num(bytes.size()) + " bytes given, shape " +
                   shape_text(shape) + " of " + to_string(dtype) + " needs " + num(n));
   entries_.push_back({name, dtype, std::move(shape), n,
-                      std::make_shared<const std::vector<uint8_t>>(std::move(bytes)), nullptr});
+                      std::make_shared<const std::vector<uint8_t>>(std::move(bytes)), nullptr, nullptr, 0, false});
 }
 
 void SafetensorsWriter::add(const std::string& name, Dtype dtype, Shape shape, const void* data, size_t n) {
@@ -259,7 +259,7 @@ void SafetensorsWriter::add(const std::string& name, Dtype dtype, Shape shape, c
 void SafetensorsWriter::add(const std::string& name, Dtype dtype, Shape shape, ByteSource source) {
   uint64_t n = check(name, dtype, shape);
   if (!source) throw IoError("safetensors writer: tensor " + name + ": no data source");
-  entries_.push_back({name, dtype, std::move(shape), n, nullptr, std::move(source)});
+  entries_.push_back({name, dtype, std::move(shape), n, nullptr, std::move(source), nullptr, 0, false});
 }
 
 void SafetensorsWriter::add_pair(Spec first, Spec second, PairedSource source) {
