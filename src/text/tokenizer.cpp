@@ -71,26 +71,26 @@ void Tokenizer::read_vocab(JsonReader& model) {
   const Json& vocab = model.raw("vocab");
   if (!vocab.is_object()) model.fail("vocab", "expected an object of token -> id, got " + json_value_text(vocab));
   int32_t max_id = -1;
-  vocab_.reserve(vocab.size());
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
     if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() >= INT32_MAX)
       model.fail("vocab", "token \"" + it.key() + "\" has id " + json_value_text(*it) + "; expected an integer in [0, 2^31-1)");
-    int32_t id = int32_t(it->get<int64_t>());
     if (it.key().empty()) model.fail("vocab", "the empty string is not a token");
-    vocab_.emplace(it.key(), id);
-    max_id = std::max(max_id, id);
+    max_id = std::max(max_id, int32_t(it->get<int64_t>()));
   }
   // Tables are indexed by id: a few gaps are fine (a reserved range), but one id of 2^24 must
   // not make us allocate 16M entries for a handful of tokens.
-  if (int64_t(max_id) >= int64_t(vocab_.size()) + kMaxUnusedIds)
+  if (int64_t(max_id) >= int64_t(vocab.size()) + kMaxUnusedIds)
     model.fail("vocab", "id " + std::to_string(max_id) + " leaves more than " + std::to_string(kMaxUnusedIds) +
-                            " ids unused among " + std::to_string(vocab_.size()) + " tokens (ids must be nearly dense)");
+                            " ids unused among " + std::to_string(vocab.size()) + " tokens (ids must be nearly dense)");
   texts_.assign(size_t(max_id) + 1, "");
   kind_.assign(size_t(max_id) + 1, 0);
-  for (auto& [text, id] : vocab_) {
-    if (kind_[id]) model.fail("vocab", "id " + std::to_string(id) + " is given to both \"" + texts_[id] + "\" and \"" + text + "\"");
-    texts_[id] = text;
+  vocab_.reserve(vocab.size(), texts_);
+  for (auto it = vocab.begin(); it != vocab.end(); ++it) {  // keys are unique (the JSON reader refuses repeats)
+    const int32_t id = int32_t(it->get<int64_t>());
+    if (kind_[id]) model.fail("vocab", "id " + std::to_string(id) + " is given to both \"" + texts_[id] + "\" and \"" + it.key() + "\"");
+    texts_[id] = it.key();
     kind_[id] = 1;
+    vocab_.insert(texts_[id], id, texts_);
   }
 }
 
@@ -118,10 +118,10 @@ void Tokenizer::read_merges(JsonReader& model) {
       model.fail(where(), "expected \"left right\" or [\"left\", \"right\"], got " + json_value_text(m));
     }
     joined.assign(a).append(b);
-    auto ia = vocab_.find(a), ib = vocab_.find(b), ic = vocab_.find(joined);
-    if (ia == vocab_.end() || ib == vocab_.end() || ic == vocab_.end())
+    const int32_t ia = vocab_id(a), ib = vocab_id(b), ic = vocab_id(joined);
+    if (ia < 0 || ib < 0 || ic < 0)
       model.fail(where(), "merge of \"" + std::string(a) + "\" and \"" + std::string(b) + "\" uses a token that is not in the vocab");
-    merges_[pair_key(ia->second, ib->second)] = Merge{int32_t(i), ic->second};  // a repeat wins, as in HF
+    merges_[pair_key(ia, ib)] = Merge{int32_t(i), ic};  // a repeat wins, as in HF
   }
 }
 
@@ -138,7 +138,7 @@ void Tokenizer::read_added_tokens(JsonReader& root) {
     added.normalized = a.boolean_or("normalized", !added.special);  // Hugging Face's default
     if (added.content.empty()) a.fail("content", "must not be empty");
     // As in Hugging Face, a token that is also in the vocab takes the vocab's id.
-    if (auto v = vocab_.find(added.content); v != vocab_.end()) added.id = v->second;
+    if (const int32_t v = vocab_id(added.content); v >= 0) added.id = v;
     if (size_t(added.id) >= texts_.size()) {
       texts_.resize(size_t(added.id) + 1);
       kind_.resize(size_t(added.id) + 1, 0);
@@ -165,20 +165,18 @@ void Tokenizer::read_pre_tokenizer(JsonReader& root) {
 void Tokenizer::index_bytes(JsonReader& model) {
   for (int b = 0; b < 256; ++b) {
     if (byte_level_) {
-      auto it = vocab_.find(byte_to_piece(uint8_t(b)));
-      if (it == vocab_.end())
+      const int32_t id = vocab_id(byte_to_piece(uint8_t(b)));
+      if (id < 0)
         model.fail("vocab", "byte " + std::to_string(b) + " (\"" + byte_to_piece(uint8_t(b)) +
                                 "\") is missing; byte-level BPE needs all 256");
-      byte_ids_[b] = it->second;
+      byte_ids_[b] = id;
     }
     static const char* hex = "0123456789ABCDEF";
-    auto it = vocab_.find(std::string("<0x") + hex[b >> 4] + hex[b & 15] + ">");
-    fallback_ids_[b] = byte_fallback_ && it != vocab_.end() ? it->second : -1;
+    fallback_ids_[b] = byte_fallback_ ? vocab_id(std::string("<0x") + hex[b >> 4] + hex[b & 15] + ">") : -1;
   }
   if (!unk_token_.empty()) {
-    auto it = vocab_.find(unk_token_);
-    if (it == vocab_.end()) model.fail("unk_token", "\"" + unk_token_ + "\" is not in the vocab");
-    unk_id_ = it->second;
+    unk_id_ = vocab_id(unk_token_);
+    if (unk_id_ < 0) model.fail("unk_token", "\"" + unk_token_ + "\" is not in the vocab");
   }
 }
 
@@ -290,9 +288,8 @@ void Tokenizer::encode_piece(std::string_view bytes, std::vector<int32_t>& out) 
   }
   size_t first = out.size();
   if (ignore_merges_) {  // a piece that is a token is not merged up from its symbols
-    auto it = byte_level_ ? vocab_.find(byte_level_text(bytes)) : vocab_.find(bytes);
-    if (it != vocab_.end()) {
-      out.push_back(it->second);
+    if (const int32_t id = vocab_id(byte_level_ ? std::string_view(byte_level_text(bytes)) : bytes); id >= 0) {
+      out.push_back(id);
       return;
     }
   }
@@ -325,10 +322,10 @@ void Tokenizer::initial_symbols(std::string_view piece, std::vector<int32_t>& sy
     size_t begin = i;
     next_code_point(piece, i);
     std::string_view ch = piece.substr(begin, i - begin);
-    if (auto it = vocab_.find(ch); it != vocab_.end()) {
+    if (const int32_t id = vocab_id(ch); id >= 0) {
       if (unk_pending) symbols.push_back(unk_id_);
       unk_pending = false;
-      symbols.push_back(it->second);
+      symbols.push_back(id);
       continue;
     }
     if (byte_fallback_ && std::all_of(ch.begin(), ch.end(), [&](char c) { return fallback_ids_[uint8_t(c)] >= 0; })) {
@@ -404,9 +401,9 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) c
 std::optional<int32_t> Tokenizer::token_id(std::string_view text) const {
   for (const Added& a : added_)
     if (a.content == text) return a.id;
-  auto it = vocab_.find(text);
-  if (it == vocab_.end()) return std::nullopt;
-  return it->second;
+  const int32_t id = vocab_id(text);
+  if (id < 0) return std::nullopt;
+  return id;
 }
 
 int32_t Tokenizer::special_id(std::string_view content) const {

@@ -32,6 +32,7 @@
 #include "text/decoder.h"
 #include "text/normalizer.h"
 #include "text/pre_tokenizer.h"
+#include "text/token_index.h"
 
 namespace wren::text {
 
@@ -105,12 +106,8 @@ class Tokenizer {
   std::vector<std::string> texts_;   // by id ("" for ids nobody uses)
   std::vector<std::string> pieces_;  // by id: the bytes (Decoder::piece)
   std::vector<uint8_t> kind_;        // by id: 0 unused, 1 vocab, 2 added, 3 special added
-  // Looked up by string_view (transparent hash): a merge's halves need no copies.
-  struct TextHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
-  std::unordered_map<std::string, int32_t, TextHash, std::equal_to<>> vocab_;
+  TokenIndex vocab_;  // the vocabulary's strings (texts_) -> id; looked up by string_view
+  int32_t vocab_id(std::string_view text) const { return vocab_.find(text, texts_); }  // -1: absent
   std::unordered_map<uint64_t, Merge> merges_;
   std::array<int32_t, 256> byte_ids_{};      // byte-level: the token of each byte
   std::array<int32_t, 256> fallback_ids_{};  // byte_fallback: "<0xNN>", or -1
