@@ -10,6 +10,7 @@
 
 #include "config/parse.h"
 #include "model/model.h"
+#include "model/sparsity_probe.h"
 #include "runtime/decode_batch.h"
 #include "plain_forward.h"
 #include "runtime/session.h"
@@ -95,6 +96,42 @@ TEST_P(Architecture, EarlyExitPrefillEqualsAFullRun) {
     fast.decode(7, a.data());
     full.decode(7, b.data());
     EXPECT_LE(max_abs_diff(a, b), 1e-5f) << "decode after a prompt of " << n;
+  }
+}
+
+// Early exit saves work, not only gives the same logits: a sparsity probe counts the tokens
+// each FFN layer ran (MoE routing; ReLU^2 dense neurons). With early exit the layers before
+// the exit layer see every prompt token and the layers at and after it only the last one;
+// without it, every layer sees them all. Two chunks, so the batched path is what counts.
+TEST(EarlyExit, LayersFromTheExitLayerOnRunOnlyTheLastPromptToken) {
+  for (const char* name : {"embla-mini", "olmoe-tiny", "deepseek-tiny"}) {
+    SCOPED_TRACE(name);
+    auto model = random_model(name);
+    const ModelConfig& c = model->config;
+    const int exit = model->prefill_exit;
+    const auto counted = [&](int i) {
+      return c.ffn(i).kind == FfnKind::moe || c.ffn(i).activation == Activation::relu2;
+    };
+    const auto tokens_at = [&](const SparsityProbe& p, int i) {
+      const FfnProbe& f = p.layers[size_t(i)].ffn;
+      return f.kind == FfnKind::moe ? f.tokens : f.dense.tokens;
+    };
+    int before = 0, after = 0;
+    for (int i = 0; i < c.n_layers(); ++i) (i < exit ? before : after) += counted(i);
+    ASSERT_GT(before, 0) << "no counted layer before the exit layer " << exit;
+    ASSERT_GT(after, 0) << "no counted layer at or after the exit layer " << exit;
+    const int64_t n = Session(model).chunk() + 5;
+    auto t = random_tokens(int(n), c.vocab_size, 21);
+    for (bool early : {true, false}) {
+      SparsityProbe probe(c);
+      Session s(model, {.probe = &probe});
+      std::vector<float> logits(size_t(s.vocab_rows()));
+      s.prefill(t, logits.data(), early);
+      for (int i = 0; i < c.n_layers(); ++i)
+        if (counted(i))
+          EXPECT_EQ(tokens_at(probe, i), early && i >= exit ? 1 : n)
+              << "layer " << i << " (exit " << exit << "), early exit " << early;
+    }
   }
 }
 

@@ -283,18 +283,23 @@ TEST(ConvertGguf, ExportRefusesEmblaMechanisms) {
   EXPECT_FALSE(std::filesystem::exists(dir / "e.gguf"));
 }
 
-TEST(ConvertGguf, SentencePieceTokenizerIsANamedError) {
+// A tokenizer kind Wren cannot run is a clear error naming it; a SentencePiece vocabulary
+// without its scores names the missing key (test_tokenizer_spm converts real ones).
+TEST(ConvertGguf, UnknownTokenizerKindIsANamedError) {
   TempDir dir;
   HfModel m = make_dense_or_moe({.type = "llama"});
-  write_llama_gguf(m, dir / "m.gguf", {}, "llama");
-  try {
-    convert_gguf_file(dir / "m.gguf", dir / "out", {});
-    FAIL() << "accepted a SentencePiece tokenizer";
-  } catch (const IoError& e) {
-    EXPECT_NE(std::string(e.what()).find("\"llama\" (SentencePiece)"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("m.gguf"), std::string::npos) << e.what();
+  for (const char* kind : {"bert", "llama"}) {
+    write_llama_gguf(m, dir / "m.gguf", {}, kind);
+    try {
+      convert_gguf_file(dir / "m.gguf", dir / "out", {});
+      FAIL() << "accepted tokenizer kind " << kind;
+    } catch (const IoError& e) {
+      EXPECT_NE(std::string(e.what()).find(kind == std::string("bert") ? "\"bert\"" : "tokenizer.ggml.scores"),
+                std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("m.gguf"), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(std::filesystem::exists(dir / "out"));
   }
-  EXPECT_FALSE(std::filesystem::exists(dir / "out"));
 }
 
 }  // namespace

@@ -3,12 +3,14 @@
 // engine, against the plain HF-semantics forward of hf_fixture.h over the same tensors.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include "config/read_file.h"
 #include "hf_fixture.h"
 #include "io/hf_checkpoint.h"
+#include "model/weights.h"
 #include "runtime/convert.h"
 #include "runtime/model_files.h"
 #include "runtime/session.h"
@@ -67,6 +69,48 @@ TEST(ConvertHf, Qwen3MoeStackedExpertsMatchHfForward) {
   expect_logits_match(make_dense_or_moe({.type = "qwen3_moe", .moe = true, .stacked_experts = true}), 1);
 }
 TEST(ConvertHf, DeepseekV2MlaMatchesHfForward) { expect_logits_match(make_deepseek(), 2); }
+
+// q8 and q4 are written in one pass (each block's values and scales together, the values at
+// their offset: SafetensorsWriter::add_pair). Every quantised weight holds exactly what
+// encoding the whole f32 tensor at once gives, by convert from the HF folder, by quantize from
+// f32, and by quantize into the same storage (copied as stored).
+TEST(ConvertHf, QuantizedWeightsEqualWholeTensorEncoding) {
+  TempDir dir;
+  const std::string src = dir / "hf", f32 = dir / "f32";
+  std::filesystem::create_directories(src);
+  make_dense_or_moe({.type = "llama"}).write(src, 2, tokenizer_json());
+  ConvertOptions o;
+  o.dtype = kernels::DType::f32;
+  convert_hf_checkpoint(src, f32, o);
+  const ModelFiles ref(f32);
+  for (const kernels::DType type : {kernels::DType::q8, kernels::DType::q4}) {
+    o.dtype = type;
+    const std::string tag = kernels::to_string(type);
+    const std::string converted = dir / ("convert-" + tag),
+                      quantized = dir / ("quantize-" + tag), copied = dir / ("copy-" + tag);
+    convert_hf_checkpoint(src, converted, o);
+    quantize_model_dir(f32, quantized, o);
+    quantize_model_dir(converted, copied, o);
+    for (const std::string& out : {converted, quantized, copied}) {
+      const ModelFiles got(out);
+      int checked = 0;
+      for (const TensorInfo& t : ref.weight_map().tensors) {
+        const WeightView& w = got.weight(t.name);
+        if (!is_quantized(w.storage)) continue;  // norms stay f32
+        ++checked;
+        const WeightView& x = ref.weight(t.name);
+        ASSERT_EQ(x.storage, kernels::DType::f32) << t.name;
+        const kernels::Matrix want = kernels::encode_matrix(reinterpret_cast<const float*>(x.data), matrix_rows(t),
+                                                            matrix_cols(t), w.storage, int(w.group));
+        ASSERT_EQ(w.stored->nbytes, want.values.size()) << out << " " << t.name;
+        EXPECT_EQ(std::memcmp(w.data, want.values.data(), want.values.size()), 0) << out << " " << t.name;
+        ASSERT_EQ(w.stored_scales->nbytes, want.scales.size() * sizeof(kernels::F16)) << out << " " << t.name;
+        EXPECT_EQ(std::memcmp(w.scales, want.scales.data(), w.stored_scales->nbytes), 0) << out << " " << t.name;
+      }
+      EXPECT_GE(checked, 7 * 2) << out;  // q, k, v, o, gate, up, down of both layers at least
+    }
+  }
+}
 
 }  // namespace
 }  // namespace wren

@@ -224,6 +224,62 @@ TEST(IoSafetensors, StreamedSourcesAndWriterErrors) {
   EXPECT_THROW(w2.add("__metadata__", Dtype::U8, {0}, std::vector<uint8_t>()), IoError);
 }
 
+// A paired source (a quantized weight's values and scales made in one pass) gives the same
+// file, byte for byte, as the two tensors added from memory: the layout puts the F16 scales
+// before the I8 values and an F32 and a U8 tensor around them, so the values are written at
+// their offset while the sequential writes go on elsewhere.
+TEST(IoSafetensors, PairedSourceWritesTheSameFileAsTwoEntries) {
+  TempDir dir;
+  const auto values = pattern(999, 3), scales = pattern(2 * 77, 5), norm = pattern(4 * 13, 9), tail = pattern(31, 11);
+  auto fill = [&](SafetensorsWriter& w, bool paired) {
+    w.add("norm", Dtype::F32, {13}, norm.data(), norm.size());
+    if (paired) {
+      w.add_pair({"w", Dtype::I8, {999}}, {"w.scales", Dtype::F16, {77}}, [&](const ByteSink& v, const ByteSink& s) {
+        // Uneven pieces, interleaved: 100 value bytes, then 14 scale bytes, and so on.
+        for (size_t a = 0, b = 0; a < values.size() || b < scales.size(); a += 100, b += 14) {
+          if (a < values.size()) v(values.data() + a, std::min<size_t>(100, values.size() - a));
+          if (b < scales.size()) s(scales.data() + b, std::min<size_t>(14, scales.size() - b));
+        }
+      });
+    } else {
+      w.add("w", Dtype::I8, {999}, values.data(), values.size());
+      w.add("w.scales", Dtype::F16, {77}, scales.data(), scales.size());
+    }
+    w.add("tail", Dtype::U8, {31}, tail.data(), tail.size());
+  };
+  SafetensorsWriter a, b;
+  fill(a, true);
+  fill(b, false);
+  a.write(dir / "paired.safetensors");
+  b.write(dir / "plain.safetensors");
+  EXPECT_EQ(read_bytes(dir / "paired.safetensors"), read_bytes(dir / "plain.safetensors"));
+  SafetensorsFile f(dir / "paired.safetensors");
+  EXPECT_EQ(std::memcmp(f.at("w").data, values.data(), values.size()), 0);
+  EXPECT_EQ(std::memcmp(f.at("w.scales").data, scales.data(), scales.size()), 0);
+
+  // Either half short or long is an error naming its tensor, and no file is left.
+  for (const auto& [short_scales, expected] : {std::pair{true, "tensor w.scales: data source produced 2 bytes"},
+                                               std::pair{false, "tensor w: data source produced more than the 999"}}) {
+    SafetensorsWriter bad;
+    bad.add_pair({"w", Dtype::I8, {999}}, {"w.scales", Dtype::F16, {77}}, [&](const ByteSink& v, const ByteSink& s) {
+      v(values.data(), short_scales ? values.size() : values.size() - 1);
+      s(scales.data(), short_scales ? 2 : scales.size());
+      if (!short_scales) v(values.data(), 2);
+    });
+    try {
+      bad.write(dir / "bad.safetensors");
+      FAIL() << "a wrong paired source was accepted";
+    } catch (const IoError& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(fs::exists(dir / "bad.safetensors"));
+    EXPECT_FALSE(fs::exists(dir / "bad.safetensors.tmp"));
+  }
+  SafetensorsWriter twice;
+  EXPECT_THROW(twice.add_pair({"w", Dtype::I8, {2}}, {"w", Dtype::F16, {1}}, [](const ByteSink&, const ByteSink&) {}),
+               IoError);
+}
+
 // ---- Malformed files -------------------------------------------------------------------
 
 TEST(IoSafetensors, TruncatedAnywhere) {

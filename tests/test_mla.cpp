@@ -244,6 +244,62 @@ TEST(MlaAbsorbed, EqualsReferenceOver1To50Tokens) {
   }
 }
 
+// ---- A batch (prefill's chunk) == mla_decode row by row ----------------------------------
+
+// The batched projections (one GEMM per matrix), each row's cache entry and absorbed
+// attention in order, then one W_o GEMM, against mla_decode / mla_append per row: 37 rows
+// (odd, past one 16-row tile), every fifth only filling its cache entry (early exit), on
+// q_lora (deepseek-like), gated (nenya-like) and quantised weights, with 2 threads.
+TEST(MlaBatch, EqualsDecodeRowByRow) {
+  const int d = 64;
+  const int64_t n = 37;
+  kernels::ThreadPool pool(2);
+  uint32_t seed = 50;
+  for (const Case& k : cases()) {
+    SCOPED_TRACE(k.name);
+    Layer L(k.m, d, k.type, 8, seed++);
+    const ModelConfig c = config_for(d);
+    std::mt19937 rng(seed * 31);
+    const std::vector<float> x = randn(n * d, rng);
+    std::vector<float> query_x;
+    std::vector<int64_t> attends;
+    for (int64_t t = 0; t < n; ++t)
+      if (t % 5 != 3) attends.push_back(t), query_x.insert(query_x.end(), x.begin() + t * d, x.begin() + (t + 1) * d);
+    const int64_t nq = int64_t(attends.size());
+    // Row by row: the decode path.
+    MlaCache one_cache, batch_cache;
+    one_cache.init(k.m, n), batch_cache.init(k.m, n);
+    MlaScratch s;
+    s.reserve(k.m, n);
+    std::vector<float> ref(size_t(nq * d));
+    for (int64_t t = 0, q = 0; t < n; ++t) {
+      if (t % 5 == 3) mla_append(L.w, k.m, c, x.data() + t * d, t, one_cache, s, &pool);
+      else mla_decode(L.w, k.m, c, x.data() + t * d, t, one_cache, s, ref.data() + q++ * d, &pool);
+    }
+    // The batch.
+    MlaBatch b;
+    mla_batch_inputs({L.w, k.m, c, x.data(), d, n, true, query_x.data(), nq}, b, &pool);
+    for (int64_t t = 0, q = 0; t < n; ++t) {
+      mla_append_projected(L.w, k.m, c, b.kv_row(t), t, batch_cache);
+      if (t % 5 != 3) mla_attend_projected(L.w, k.m, b.q_row(q), t, batch_cache, s, b.o_row(q), &pool), ++q;
+    }
+    std::vector<float> got(size_t(nq * d), NAN);
+    mla_batch_output(L.w, nq, b, got.data(), d, &pool);
+    // Both paths quantise each row's activations alike on q8 / q4: the same tight bound.
+    EXPECT_LE(max_rel_diff(got, ref), 1e-5);
+    ASSERT_EQ(batch_cache.count, n);
+    std::vector<float> buf_a(size_t(one_cache.width())), buf_b(buf_a.size());
+    double worst = 0;
+    for (int64_t t = 0; t < n; ++t) {
+      const float* a = one_cache.row(t, buf_a.data());
+      const float* bb = batch_cache.row(t, buf_b.data());
+      worst = std::max(worst, max_rel_diff(std::vector<float>(a, a + one_cache.width()),
+                                           std::vector<float>(bb, bb + one_cache.width())));
+    }
+    EXPECT_LE(worst, 1e-5) << "the cache entries";
+  }
+}
+
 // The per-head split over threads changes nothing: same bits with 1 or 2 threads, on a cache
 // long enough to take the parallel path.
 TEST(MlaAbsorbed, ThreadCountIndependent) {

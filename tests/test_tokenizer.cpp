@@ -197,14 +197,18 @@ TEST(Tokenizer, BadFilesAreErrorsNamingTheField) {
   expect_error([](Json& j) { j["model"]["vocab"].erase("Ġ"); }, {"model.vocab", "byte 32"});
   expect_error([](Json& j) { j["model"]["merges"][0] = 5; }, {"model.merges[0]"});
   expect_error([](Json& j) { j["model"]["merges"].push_back("zzzq qqq"); }, {"model.merges", "not in the vocab"});
-  expect_error([](Json& j) { j["model"]["byte_fallback"] = true; }, {"byte_fallback"});
+  expect_error([](Json& j) { j["model"]["unk_token"] = "<nope>"; }, {"model.unk_token", "<nope>", "not in the vocab"});
   expect_error([](Json& j) { j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(\\w+"; },
                {"pre_tokenizer.pretokenizers[0].pattern.Regex", "(\\w+", "does not compile"});
   expect_error([](Json& j) { j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Sideways"; }, {"behavior", "Sideways"});
   expect_error([](Json& j) { j["normalizer"] = Json{{"type", "Lowercase"}}; }, {"normalizer.type", "Lowercase"});
   expect_error([](Json& j) { j["added_tokens"][0]["id"] = -3; }, {"added_tokens[0].id"});
   expect_error([](Json& j) { j["added_tokens"][0]["content"] = 12; }, {"added_tokens[0].content"});
-  expect_error([](Json& j) { j["decoder"] = nullptr; }, {"decoder"});
+  expect_error([](Json& j) { j["decoder"] = Json{{"type", "CTC"}}; }, {"decoder.type", "CTC", "not supported"});
+  expect_error([](Json& j) { j["decoder"] = Json{{"type", "Strip"}, {"content", "ab"}, {"start", 1}, {"stop", 0}}; },
+               {"decoder.content", "one character"});
+  expect_error([](Json& j) { j["pre_tokenizer"] = Json{{"type", "Metaspace"}, {"replacement", "_"}, {"prepend_scheme", "sometimes"}}; },
+               {"pre_tokenizer.prepend_scheme", "sometimes"});
   expect_error([](Json& j) { j["model"]["vocab"]["Ġ"] = j["model"]["vocab"]["!"]; }, {"model.vocab", "given to both"});
   EXPECT_THROW(Tokenizer::load(fixture_path("no_such_file.json")), ConfigError);
 }

@@ -4,7 +4,7 @@
 // pre-tokenizers and added-token options. Writes tests/fixtures/tokenizer/hf_NAME.tokenizer.json
 // (a subset, see subset.mjs) and hf_NAME.fixtures.json ({text, ids, decoded}).
 //
-// Usage: npm install && node gen_hf_fixtures.mjs
+// Usage: npm install && node gen_hf_fixtures.mjs [FAMILY...]   (default: all of them)
 //        node gen_hf_fixtures.mjs --ids TOKENIZER.json TEXTS.json   (ids of each text, as JSON)
 import fs from 'node:fs';
 import path from 'node:path';
@@ -42,6 +42,11 @@ function variant(edit) {
   edit(j);
   return j;
 }
+function variant2(name, edit) {
+  const j = structuredClone(real(name));
+  edit(j);
+  return j;
+}
 const nextId = 200100;  // placeholders: Hugging Face renumbers them
 const added = (content, id, extra) => ({ id, content, single_word: false, lstrip: false, rstrip: false,
                                          normalized: false, special: false, ...extra });
@@ -52,6 +57,11 @@ const families = {
   qwen3: real('qwen3'),
   o200k: gpt4o,
   o200k_harmony: real('gptoss'),
+  // SentencePiece-style BPE: byte fallback, Prepend/Replace normalizers, a Split on ' ', and
+  // decoders Replace, ByteFallback, Fuse, Strip.
+  llama2: real('llama2'),
+  gemma: real('gemma'),
+  gemma3: real('gemma3'),
   // Split behaviours and the other pre-tokenizers before a regex-free ByteLevel.
   behaviours: variant((j) => {
     j.pre_tokenizer = { type: 'Sequence', pretokenizers: [
@@ -69,6 +79,26 @@ const families = {
       { type: 'Split', pattern: { Regex: '\\w+' }, behavior: 'MergedWithNext', invert: true },
       { type: 'Digits', individual_digits: true },
       { type: 'ByteLevel', add_prefix_space: true, trim_offsets: true, use_regex: true }] };
+  }),
+  // Llama 2's vocabulary under the Metaspace pre-tokenizer and decoder (as files converted
+  // with legacy=false write them), cutting at each U+2581, and a second one that never
+  // prepends, with regex Replace and Strip decoders and added tokens.
+  llama2_metaspace: variant2('llama2', (j) => {
+    j.normalizer = null;
+    j.pre_tokenizer = { type: 'Metaspace', replacement: '▁', prepend_scheme: 'first', split: true };
+    j.decoder = { type: 'Sequence', decoders: [{ type: 'ByteFallback' }, { type: 'Metaspace', replacement: '▁',
+                                                prepend_scheme: 'first', split: true }] };
+    j.added_tokens.push(added('<tool>', 32000, { special: true }), added('WORD', 32001, { single_word: true }),
+                        added('[L]', 32002, { lstrip: true, special: true }), added('[R]', 32003, { rstrip: true }));
+  }),
+  llama2_never: variant2('llama2', (j) => {
+    j.normalizer = { type: 'Replace', pattern: { Regex: '\\s' }, content: ' ' };
+    j.pre_tokenizer = { type: 'Metaspace', replacement: '▁', prepend_scheme: 'never', split: false };
+    j.decoder = { type: 'Sequence', decoders: [
+      { type: 'Replace', pattern: { Regex: '▁+' }, content: ' ' }, { type: 'ByteFallback' },
+      { type: 'Strip', content: ' ', start: 2, stop: 0 }, { type: 'Fuse' }, { type: 'Strip', content: '.', start: 1, stop: 0 }] };
+    j.model.fuse_unk = false;
+    j.model.byte_fallback = false;  // unknown characters become <unk>, one each
   }),
   // Normalizers, and added tokens of every kind.
   normalizers: variant((j) => {
@@ -88,9 +118,22 @@ const families = {
   }),
 };
 
+// Texts for the SentencePiece-style files besides the common ones: spaces at the ends, the
+// metaspace character itself, strings that look like byte tokens, control characters and
+// characters no vocabulary has (byte fallback), and text after an added token.
+const spmFamilies = new Set(['llama2', 'gemma', 'gemma3', 'llama2_metaspace', 'llama2_never']);
+const spmTexts = [' leading space', '   three leading spaces', 'trailing space ', ' ', '▁ literal ▁▁ metaspace',
+                  '<0x41> <0xZZ> <unk> <s>hello</s> <bos>x<eos>', 'nul\u0000 bell\u0007 del\u007f',
+                  'Private use \ue000\uf8ff and plane 16 \u{10fffd} \u{1f9ff}\u{1fae8}', 'ᚠᚢᚦ ᚨᚱᚲ 𐌰𐌱𐌲 ꦲꦏ ᓀᐦᐃᔭᐍᐏᐣ',
+                  'Ελληνικά ΑΒΓ 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 ⓤⓝⓘ', '\n\n\nthree newlines then\t\ttabs\t\t\t'];
+// Added tokens no text uses, dropped from the subset (Gemma 3 has 6000 "<unusedN>").
+const unused = (a) => /^<unused\d+>$/.test(a.content);
+
 fs.mkdirSync(outDir, { recursive: true });
 let failures = 0;
+const only = process.argv.slice(2);
 for (const [name, full] of Object.entries(families)) {
+  if (only.length && !only.includes(name)) continue;
   const t0 = performance.now();
   let tok = load(full);
   const loadMs = performance.now() - t0;
@@ -99,12 +142,15 @@ for (const [name, full] of Object.entries(families)) {
     for (const a of full.added_tokens) a.id = tok.tokenToId(a.content);
     tok = load(full);
   }
-  const ids = await encodeAll(tok, unseenTexts);
+  const texts = spmFamilies.has(name) ? [...unseenTexts, ...spmTexts] : unseenTexts;
+  const ids = await encodeAll(tok, texts);
   const decoded = [];
   for (const list of ids) decoded.push(await tok.decode(list, false));
-  const small = subset(full, ids);
-  const again = await encodeAll(load(small), unseenTexts);
-  unseenTexts.forEach((t, i) => {
+  const trimmed = structuredClone(full);
+  if (spmFamilies.has(name)) trimmed.added_tokens = trimmed.added_tokens.filter((a) => !unused(a));
+  const small = subset(trimmed, ids);
+  const again = await encodeAll(load(small), texts);
+  texts.forEach((t, i) => {
     if (JSON.stringify(again[i]) !== JSON.stringify(ids[i])) {
       console.log(`FAIL: ${name}: the subset encodes text ${i} differently`);
       ++failures;
@@ -112,7 +158,7 @@ for (const [name, full] of Object.entries(families)) {
   });
   fs.writeFileSync(path.join(outDir, `hf_${name}.tokenizer.json`), JSON.stringify(small));
   fs.writeFileSync(path.join(outDir, `hf_${name}.fixtures.json`),
-                   JSON.stringify(unseenTexts.map((text, i) => ({ text, ids: ids[i], decoded: decoded[i] })))
+                   JSON.stringify(texts.map((text, i) => ({ text, ids: ids[i], decoded: decoded[i] })))
                        .replace(/\},\{/g, '},\n{') + '\n');
   console.log(`${name}: ${Object.keys(small.model.vocab).length} tokens, ${small.model.merges.length} merges; ` +
               `full file loads in ${loadMs.toFixed(0)} ms in HF`);

@@ -1,5 +1,7 @@
 // The part of a BPE tokenizer.json that a set of encodings needs: all single-character
-// tokens (the 256 bytes of a byte-level vocabulary), the added tokens, every token the
+// tokens (the 256 bytes of a byte-level vocabulary, every character a SentencePiece-style
+// vocabulary has, so that no character falls back to bytes only in the subset), the 256
+// "<0xNN>" byte-fallback tokens and the unk token, the added tokens, every token the
 // encodings use, and, closed recursively, every merge that produces a kept token. BPE on the
 // subset applies the same merges in the same order, so it gives the same ids (the callers
 // check this by encoding every text again with the reference on the subset file).
@@ -23,6 +25,8 @@ export function subset(full, idLists) {
     // single characters: the 256 byte tokens (and any other single-character token, harmless)
     add(t);
   }
+  // byte-fallback tokens and the unk token, which any text may need
+  for (const t of Object.keys(model.vocab)) if (/^<0x[0-9A-F]{2}>$/.test(t) || t === model.unk_token) add(t);
   for (const ids of idLists) for (const id of ids) if (idToToken.has(id)) add(idToToken.get(id));
   while (stack.length) {
     const t = stack.pop();

@@ -185,7 +185,8 @@ void write_model_dir(const std::string& dir, const ModelConfig& c, const WeightS
   std::vector<SafetensorsWriter> shards(1);
   for (const TensorInfo& info : map.tensors) {
     WeightData d = weights(info);
-    if (!d.data) throw IoError(target.string() + ": tensor " + info.name + ": no data supplied");
+    const bool paired = is_quantized(d.storage) && d.values_and_scales;
+    if (!d.data && !paired) throw IoError(target.string() + ": tensor " + info.name + ": no data supplied");
     const Shape stored = stored_shape(d.storage, info.shape, info.name);
     uint64_t bytes = 0;
     tensor_bytes(storage_dtype(d.storage), stored, bytes);
@@ -194,6 +195,12 @@ void write_model_dir(const std::string& dir, const ModelConfig& c, const WeightS
       if (options.shard_bytes && shards.back().count() && shards.back().data_bytes() + bytes > options.shard_bytes)
         shards.emplace_back();
       w = &shards.back();
+    }
+    if (paired) {
+      w->add_pair({info.name, storage_dtype(d.storage), stored},
+                  {scales_name(info.name), Dtype::F16, scales_shape(d.storage, info.shape, d.group, info.name)},
+                  std::move(d.values_and_scales));
+      continue;
     }
     w->add(info.name, storage_dtype(d.storage), stored, std::move(d.data));
     if (is_quantized(d.storage)) {

@@ -66,6 +66,9 @@ struct WeightData {
   kernels::DType storage = kernels::DType::f32;
   ByteSource data;      // the main entry in its stored shape (weights.h)
   ByteSource scales;    // q8 / q4: F16 scales [..., cols / group]
+  // q8 / q4 in one pass, instead of data + scales (which make the source be read twice):
+  // values into the first sink, scales into the second.
+  PairedSource values_and_scales;
   int64_t group = 0;    // q8 / q4
 };
 // WeightData from bytes in memory.

@@ -57,6 +57,26 @@ void OutputFile::write(const void* data, size_t n) {
   }
 }
 
+void OutputFile::write_at(uint64_t offset, const void* data, size_t n) {
+  if (fd_ < 0) throw IoError(path_ + ": write after commit");
+  auto* p = static_cast<const uint8_t*>(data);
+  while (n > 0) {
+    ssize_t put = ::pwrite(fd_, p, n, off_t(offset));
+    if (put < 0) {
+      if (errno == EINTR) continue;
+      fail(tmp_, "write");
+    }
+    p += put, n -= size_t(put), offset += uint64_t(put);
+  }
+}
+
+void OutputFile::skip(uint64_t n) {
+  if (fd_ < 0) throw IoError(path_ + ": write after commit");
+  flush();
+  if (::lseek(fd_, off_t(n), SEEK_CUR) < 0) fail(tmp_, "seek");
+  written_ += n;
+}
+
 void OutputFile::flush() {
   const uint8_t* p = buffer_.data();
   size_t n = buffer_.size();

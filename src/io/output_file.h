@@ -18,8 +18,12 @@ class OutputFile {
   OutputFile(const OutputFile&) = delete;
   OutputFile& operator=(const OutputFile&) = delete;
 
-  void write(const void* data, size_t n);  // buffered
-  uint64_t written() const { return written_; }
+  void write(const void* data, size_t n);  // buffered, at the current position
+  // Bytes at `offset`, ahead of the current position (unbuffered pwrite; the position stays):
+  // a region another part of the output fills while the sequential writes are elsewhere.
+  void write_at(uint64_t offset, const void* data, size_t n);
+  void skip(uint64_t n);  // moves the position past n bytes that write_at filled
+  uint64_t written() const { return written_; }  // the current position
   void commit();  // flush, fsync, close, rename path.tmp -> path, fsync the directory
 
   const std::string& path() const { return path_; }

@@ -91,6 +91,35 @@ TensorView parse_entry(const std::string& name, const nlohmann::json& v, uint64_
   return t;
 }
 
+// Passes a source's pieces for one tensor on, refusing more bytes than its shape holds and,
+// at the end, fewer.
+class EntrySink {
+ public:
+  EntrySink(const std::string& path, const std::string& name, uint64_t nbytes, std::string shape,
+            std::function<void(const void*, size_t)> put)
+      : path_(path), name_(name), shape_(std::move(shape)), nbytes_(nbytes), put_(std::move(put)) {}
+  ByteSink sink() {
+    return [this](const void* data, size_t n) {
+      if (n > nbytes_ - produced_)
+        throw IoError(path_ + ": tensor " + name_ + ": data source produced more than the " + num(nbytes_) +
+                      " bytes of shape " + shape_);
+      put_(data, n);
+      produced_ += n;
+    };
+  }
+  void check_complete() const {
+    if (produced_ != nbytes_)
+      throw IoError(path_ + ": tensor " + name_ + ": data source produced " + num(produced_) + " bytes, shape " +
+                    shape_ + " needs " + num(nbytes_));
+  }
+
+ private:
+  const std::string &path_, &name_;
+  std::string shape_;
+  uint64_t nbytes_, produced_ = 0;
+  std::function<void(const void*, size_t)> put_;
+};
+
 }  // namespace
 
 size_t dtype_size(Dtype t) { return kDtypes[int(t)].size; }
@@ -219,7 +248,7 @@ void SafetensorsWriter::add(const std::string& name, Dtype dtype, Shape shape, s
     throw IoError("safetensors writer: tensor " + name + ": " + num(bytes.size()) + " bytes given, shape " +
                   shape_text(shape) + " of " + to_string(dtype) + " needs " + num(n));
   entries_.push_back({name, dtype, std::move(shape), n,
-                      std::make_shared<const std::vector<uint8_t>>(std::move(bytes)), nullptr});
+                      std::make_shared<const std::vector<uint8_t>>(std::move(bytes)), nullptr, nullptr, 0, false});
 }
 
 void SafetensorsWriter::add(const std::string& name, Dtype dtype, Shape shape, const void* data, size_t n) {
@@ -230,7 +259,17 @@ void SafetensorsWriter::add(const std::string& name, Dtype dtype, Shape shape, c
 void SafetensorsWriter::add(const std::string& name, Dtype dtype, Shape shape, ByteSource source) {
   uint64_t n = check(name, dtype, shape);
   if (!source) throw IoError("safetensors writer: tensor " + name + ": no data source");
-  entries_.push_back({name, dtype, std::move(shape), n, nullptr, std::move(source)});
+  entries_.push_back({name, dtype, std::move(shape), n, nullptr, std::move(source), nullptr, 0, false});
+}
+
+void SafetensorsWriter::add_pair(Spec first, Spec second, PairedSource source) {
+  uint64_t na = check(first.name, first.dtype, first.shape), nb = check(second.name, second.dtype, second.shape);
+  if (first.name == second.name) throw IoError("safetensors writer: tensor " + first.name + ": added twice");
+  if (!source) throw IoError("safetensors writer: tensor " + first.name + ": no data source");
+  auto shared = std::make_shared<const PairedSource>(std::move(source));
+  const size_t i = entries_.size();
+  entries_.push_back({std::move(first.name), first.dtype, std::move(first.shape), na, nullptr, nullptr, shared, i + 1, true});
+  entries_.push_back({std::move(second.name), second.dtype, std::move(second.shape), nb, nullptr, nullptr, shared, i, false});
 }
 
 uint64_t SafetensorsWriter::data_bytes() const {
@@ -268,25 +307,41 @@ void SafetensorsWriter::write(const std::string& path) const {
   for (int i = 0; i < 8; ++i) len[i] = uint8_t(uint64_t(text.size()) >> (8 * i));
   out.write(len, 8);
   out.write(text.data(), text.size());
+  const uint64_t data_start = 8 + text.size();
+  std::vector<bool> written(entries_.size(), false);
   for (size_t i : order) {
     const Entry& e = entries_[i];
-    if (e.bytes) {
+    if (written[i]) {  // the second of a pair, filled while its partner was written
+      out.skip(e.nbytes);
+    } else if (e.bytes) {
       out.write(e.bytes->data(), e.bytes->size());
-      continue;
+    } else if (e.paired) {
+      write_pair(out, path, i, data_start + begin[e.partner]);
+      written[e.partner] = true;
+    } else {
+      EntrySink sink(path, e.name, e.nbytes, shape_text(e.shape) + " of " + to_string(e.dtype),
+                     [&](const void* data, size_t n) { out.write(data, n); });
+      e.source(sink.sink());
+      sink.check_complete();
     }
-    uint64_t produced = 0;
-    e.source([&](const void* data, size_t n) {
-      if (n > e.nbytes - produced)
-        throw IoError(path + ": tensor " + e.name + ": data source produced more than the " + num(e.nbytes) +
-                      " bytes of shape " + shape_text(e.shape) + " of " + to_string(e.dtype));
-      out.write(data, n);
-      produced += n;
-    });
-    if (produced != e.nbytes)
-      throw IoError(path + ": tensor " + e.name + ": data source produced " + num(produced) + " bytes, shape " +
-                    shape_text(e.shape) + " of " + to_string(e.dtype) + " needs " + num(e.nbytes));
   }
   out.commit();
+}
+
+void SafetensorsWriter::write_pair(OutputFile& out, const std::string& path, size_t i, uint64_t partner_offset) const {
+  const Entry &e = entries_[i], &partner = entries_[e.partner];
+  uint64_t at = partner_offset;
+  EntrySink here(path, e.name, e.nbytes, shape_text(e.shape) + " of " + to_string(e.dtype),
+                 [&](const void* data, size_t n) { out.write(data, n); });
+  EntrySink there(path, partner.name, partner.nbytes, shape_text(partner.shape) + " of " + to_string(partner.dtype),
+                  [&](const void* data, size_t n) {
+                    out.write_at(at, data, n);
+                    at += n;
+                  });
+  if (e.first) (*e.paired)(here.sink(), there.sink());
+  else (*e.paired)(there.sink(), here.sink());
+  here.check_complete();
+  there.check_complete();
 }
 
 }  // namespace wren

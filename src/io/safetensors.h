@@ -81,10 +81,15 @@ class SafetensorsFile {
 // Streaming sources of tensor bytes: a source calls the sink with consecutive pieces.
 using ByteSink = std::function<void(const void* data, size_t n)>;
 using ByteSource = std::function<void(const ByteSink& sink)>;
+// A source of two tensors made in one pass (a quantized weight's values and its scales): it
+// calls each sink with that tensor's consecutive pieces, interleaved as it likes.
+using PairedSource = std::function<void(const ByteSink& first, const ByteSink& second)>;
 
 // Collects tensors, then writes one file. Data is laid out by element size, largest first
 // (stable within a size), so every tensor starts at a multiple of its element size given the
 // 8-byte aligned data section - the reference writer's rule, with no gaps between tensors.
+class OutputFile;
+
 class SafetensorsWriter {
  public:
   void set_metadata(const std::string& key, const std::string& value);
@@ -92,6 +97,14 @@ class SafetensorsWriter {
   void add(const std::string& name, Dtype dtype, Shape shape, const void* data, size_t n);
   // `source` is called during write() and must produce exactly numel * dtype_size bytes.
   void add(const std::string& name, Dtype dtype, Shape shape, ByteSource source);
+  // Two tensors from one source, called once during write(): wherever the layout puts them,
+  // the one laid out first is written in sequence and the other at its offset.
+  struct Spec {
+    std::string name;
+    Dtype dtype;
+    Shape shape;
+  };
+  void add_pair(Spec first, Spec second, PairedSource source);
 
   size_t count() const { return entries_.size(); }
   uint64_t data_bytes() const;  // the data section's size so far
@@ -105,9 +118,14 @@ class SafetensorsWriter {
     Shape shape;
     uint64_t nbytes;
     std::shared_ptr<const std::vector<uint8_t>> bytes;  // owned data, or
-    ByteSource source;                                   // data produced at write time
+    ByteSource source;                                   // data produced at write time, or
+    std::shared_ptr<const PairedSource> paired;          // shared with the partner entry
+    size_t partner = 0;                                  // (paired) the other entry's index
+    bool first = false;                                  // (paired) the source's first sink
   };
   uint64_t check(const std::string& name, Dtype dtype, const Shape& shape) const;
+  // Runs a paired source: entry i's bytes in sequence, its partner's at their offset.
+  void write_pair(OutputFile& out, const std::string& path, size_t i, uint64_t partner_offset) const;
   std::vector<Entry> entries_;
   std::map<std::string, std::string> metadata_;
 };

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "kernels/ops.h"
+#include "model/output_gate.h"
 #include "model/region.h"
 
 namespace wren {
@@ -159,15 +160,17 @@ void attention_batch_inputs(const AttentionBatchInput& in, AttentionBatch& b, ke
   run_batch_products(std::span(products, size_t(count)), pool);
 }
 
+void gate_rows(float* o, float* gate, int64_t width, int64_t n) {
+  for (int64_t t = 0; t < n; ++t) {
+    float* g = gate + t * width;
+    kernels::sigmoid(g, width, g);
+    for (int64_t i = 0; i < width; ++i) o[t * width + i] *= g[i];
+  }
+}
+
 void attention_batch_output(const AttentionWeights& w, int64_t n_query, AttentionBatch& b, float* y, int64_t ldy,
                             kernels::ThreadPool* pool) {
-  if (present(w.wg))  // output gate: o *= sigmoid(W_g x), as gated_output
-    for (int64_t t = 0; t < n_query; ++t) {
-      float* g = b.gate.data() + t * b.o_width;
-      kernels::sigmoid(g, b.o_width, g);
-      float* o = b.o_row(t);
-      for (int64_t i = 0; i < b.o_width; ++i) o[i] *= g[i];
-    }
+  if (present(w.wg)) gate_rows(b.o.data(), b.gate.data(), b.o_width, n_query);  // as gated_output
   const BatchProduct output{w.wo, b.o.data(), b.o_width, y, ldy, n_query};
   run_batch_products(std::span(&output, 1), pool);
   for (int64_t t = 0; t < n_query; ++t) add_bias(w.bo, y + t * ldy);

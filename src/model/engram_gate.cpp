@@ -57,25 +57,30 @@ void engram_gate_add(const EngramGateWeights& w, const EngramHasher& hasher, std
                      float* streams, int n, int d, float eps, bool unit_offset, EngramGateState& state,
                      EngramGateScratch& s, kernels::ThreadPool* pool) {
   check_shapes(w, hasher, n, d, state, context.size());
-  const int64_t nd = int64_t(n) * d;
-  const int K = state.kernel;
   s.e.resize(size_t(w.w_value.cols));
   s.rows.resize(size_t(hasher.tables()));
   s.v.resize(size_t(d));
-  s.k.resize(size_t(nd));
-  s.xn.resize(size_t(d));
-  s.u.resize(size_t(d));
-  s.alpha.resize(size_t(n));
+  s.k.resize(size_t(int64_t(n) * d));
 
   engram_lookup(hasher, w.tables, context, s.e.data(), s.rows);
   // v and all n keys in one region; the gate itself (norms, dots, the conv) runs here.
   const Product projections[] = {{w.w_value, s.e.data(), s.v.data()}, {w.w_key, s.e.data(), s.k.data()}};
   run_products(projections, pool);
+  engram_gate_apply(w, {s.v.data(), s.k.data()}, streams, n, d, eps, unit_offset, state, s);
+}
 
+void engram_gate_apply(const EngramGateWeights& w, EngramGateRow row, float* streams, int n, int d, float eps,
+                       bool unit_offset, EngramGateState& state, EngramGateScratch& s) {
+  check(state.n == n && state.d == d, "state streams x width", int64_t(state.n) * state.d, int64_t(n) * d);
+  check(w.w_value.rows == d && w.w_key.rows == int64_t(n) * d, "w_key rows", w.w_key.rows, int64_t(n) * d);
+  const int K = state.kernel;
+  s.xn.resize(size_t(d));
+  s.u.resize(size_t(d));
+  s.alpha.resize(size_t(n));
   const float inv_sqrt_d = 1.0f / std::sqrt(float(d));
   for (int st = 0; st < n; ++st) {
     float* x = streams + int64_t(st) * d;
-    float* k = s.k.data() + int64_t(st) * d;
+    float* k = row.k + int64_t(st) * d;
     kernels::rmsnorm(x, w.stream_norm.data() + int64_t(st) * d, d, eps, unit_offset, s.xn.data());
     kernels::rmsnorm(k, w.key_norm.data() + int64_t(st) * d, d, eps, unit_offset, k);
     const float score = kernels::dot(s.xn.data(), k, d) * inv_sqrt_d;
@@ -85,7 +90,7 @@ void engram_gate_add(const EngramGateWeights& w, const EngramHasher& hasher, std
     // u = a v; x += conv over (history oldest first, then u): tap i < K-1 reads the value
     // K-1-i tokens back, tap K-1 the current one.
     float* u = s.u.data();
-    for (int c = 0; c < d; ++c) u[c] = a * s.v[size_t(c)];
+    for (int c = 0; c < d; ++c) u[c] = a * row.v[c];
     float* hist = state.history.data() + int64_t(st) * (K - 1) * d;
     for (int c = 0; c < d; ++c) {
       const float* wc = w.conv.data() + int64_t(c) * K;
@@ -98,6 +103,21 @@ void engram_gate_add(const EngramGateWeights& w, const EngramHasher& hasher, std
       std::memcpy(hist + int64_t(K - 2) * d, u, sizeof(float) * size_t(d));
     }
   }
+}
+
+void engram_gate_batch_reserve(const EngramGateWeights& w, const EngramHasher& hasher, int64_t n, EngramGateBatch& b) {
+  b.width = w.w_value.cols, b.d = w.w_value.rows, b.nd = w.w_key.rows;
+  const auto grow = [](auto& v, int64_t size) {
+    if (v.size() < size_t(size)) v.resize(size_t(size));
+  };
+  grow(b.e, n * b.width), grow(b.v, n * b.d), grow(b.k, n * b.nd);
+  b.rows.resize(size_t(hasher.tables()));
+}
+
+void engram_gate_batch_project(const EngramGateWeights& w, int64_t n, EngramGateBatch& b, kernels::ThreadPool* pool) {
+  const BatchProduct projections[] = {{w.w_value, b.e.data(), b.width, b.v.data(), b.d, n},
+                                      {w.w_key, b.e.data(), b.width, b.k.data(), b.nd, n}};
+  run_batch_products(projections, pool);
 }
 
 }  // namespace wren

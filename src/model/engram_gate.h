@@ -57,4 +57,30 @@ void engram_gate_add(const EngramGateWeights& w, const EngramHasher& hasher, std
                      float* streams, int n, int d, float eps, bool unit_offset, EngramGateState& state,
                      EngramGateScratch& s, kernels::ThreadPool* pool = nullptr);
 
+// The same split in two for a batch (prefill's chunk): the rows' lookups e_t ([n][width],
+// engram_lookup per row) meet W_value and W_key once, as one GEMM each (model/region.h);
+// then each row in order adds its gated engram from its own v_t and keys, advancing the
+// conv state as engram_gate_add would (engram_gate_apply).
+struct EngramGateBatch {
+  std::vector<float> e, v, k;  // [n][width], [n][d], [n][n_streams d]
+  std::vector<int64_t> rows;   // one row's table rows (scratch of the lookups)
+  int64_t width = 0, d = 0, nd = 0;
+  float* e_row(int64_t t) { return e.data() + t * width; }
+};
+// Sizes b for n rows of this layer's shapes (the caller then fills e_row(t) by engram_lookup).
+void engram_gate_batch_reserve(const EngramGateWeights& w, const EngramHasher& hasher, int64_t n, EngramGateBatch& b);
+// v = W_value e and k = W_key e for the n rows of b.e.
+void engram_gate_batch_project(const EngramGateWeights& w, int64_t n, EngramGateBatch& b, kernels::ThreadPool* pool);
+// A row's projections: v [d], keys [n d] (normalised in place when applied).
+struct EngramGateRow {
+  const float* v = nullptr;
+  float* k = nullptr;
+};
+inline EngramGateRow engram_gate_row(EngramGateBatch& b, int64_t t) {
+  return {b.v.data() + t * b.d, b.k.data() + t * b.nd};
+}
+// engram_gate_add's gate and conv from a row's projections.
+void engram_gate_apply(const EngramGateWeights& w, EngramGateRow row, float* streams, int n, int d, float eps,
+                       bool unit_offset, EngramGateState& state, EngramGateScratch& s);
+
 }  // namespace wren

@@ -11,6 +11,7 @@
 
 #include "kernels/ops.h"
 #include "model/attention.h"
+#include "model/output_gate.h"
 #include "model/region.h"
 
 namespace wren {
@@ -72,6 +73,11 @@ Product query_product(const MlaWeights& w, const MixerSpec& m, const float* x, M
   return m.q_lora_rank > 0 ? Product{w.wq_a, x, s.q_a.data()} : Product{w.wq, x, s.q.data()};
 }
 
+// Each head's q_pe = q[i dqk + nope, (i+1) dqk) rotated at pos when the layer has rope.
+void rotate_query(const MlaWeights& w, const MixerSpec& m, int64_t pos, float* q) {
+  if (m.rope) rotate(w, m, q + m.qk_nope_dim, m.n_heads, m.qk_nope_dim + m.qk_rope_dim, pos);
+}
+
 void finish_query(const MlaWeights& w, const MixerSpec& m, const ModelConfig& c, int64_t pos, MlaScratch& s,
                   kernels::ThreadPool* pool) {
   if (m.q_lora_rank > 0) {
@@ -80,7 +86,7 @@ void finish_query(const MlaWeights& w, const MixerSpec& m, const ModelConfig& c,
     const Product up{w.wq_b, s.q_a.data(), s.q.data()};
     run_products(std::span(&up, 1), pool);
   }
-  if (m.rope) rotate(w, m, s.q.data() + m.qk_nope_dim, m.n_heads, m.qk_nope_dim + m.qk_rope_dim, pos);
+  rotate_query(w, m, pos, s.q.data());
 }
 
 void project_query(const MlaWeights& w, const MixerSpec& m, const ModelConfig& c, const float* x, int64_t pos,
@@ -272,10 +278,9 @@ void absorbed_part(const MixerSpec& m, float scale, const MlaCache& cache, const
 // The absorbed attention of the token at pos from its query in s.q: q~_i from wk_b's rows
 // per head; the cache in up to kMlaParts parts of whole tiles (absorbed_part), merged as
 //   o_lat_i = sum_p e^(m_p,i - M_i) a_p,i / sum_p e^(m_p,i - M_i) l_p,i,  M_i = max_p m_p,i;
-// then o_i = W_UV_i o_lat_i per head, the output gate and W_o; `gate` holds W_g x when the
-// layer has an output gate.
-void absorbed_heads(const MlaWeights& w, const MixerSpec& m, int64_t pos, const MlaCache& cache, MlaScratch& s,
-                    float* out, kernels::ThreadPool* pool) {
+// then o_i = W_UV_i o_lat_i per head, written to s.o.
+void absorbed_values(const MlaWeights& w, const MixerSpec& m, int64_t pos, const MlaCache& cache, MlaScratch& s,
+                     kernels::ThreadPool* pool) {
   const int H = m.n_heads, nope = m.qk_nope_dim, rope = m.qk_rope_dim, dqk = nope + rope, dv = m.v_head_dim;
   const int L = m.kv_lora_rank;
   const float scale = softmax_scale(w, m);
@@ -314,7 +319,14 @@ void absorbed_heads(const MlaWeights& w, const MixerSpec& m, int64_t pos, const 
   kernels::run_items(workers, H, [&](int64_t h) {
     kernels::matvec(w.wv_b.slice_rows(h * dv, dv), s.q_lat.data() + h * L, s.o.data() + h * dv, nullptr);
   });
-  const int64_t width = int64_t(H) * dv;
+}
+
+// absorbed_values, then the output gate and W_o; s.gate holds W_g x when the layer has an
+// output gate.
+void absorbed_heads(const MlaWeights& w, const MixerSpec& m, int64_t pos, const MlaCache& cache, MlaScratch& s,
+                    float* out, kernels::ThreadPool* pool) {
+  absorbed_values(w, m, pos, cache, s, pool);
+  const int64_t width = int64_t(m.n_heads) * m.v_head_dim;
   if (present(w.wg)) {  // output gate: o *= sigmoid(W_g x)
     kernels::sigmoid(s.gate.data(), width, s.gate.data());
     for (int64_t i = 0; i < width; ++i) s.o[size_t(i)] *= s.gate[size_t(i)];
@@ -348,6 +360,74 @@ void mla_decode(const MlaWeights& w, const MixerSpec& m, const ModelConfig& c, c
   cache.commit();
   finish_query(w, m, c, pos, s, pool);
   absorbed_heads(w, m, pos, cache, s, out, pool);
+}
+
+void mla_batch_inputs(const MlaBatchInput& in, MlaBatch& b, kernels::ThreadPool* pool) {
+  const MlaWeights& w = in.w;
+  const MixerSpec& m = in.m;
+  check_spec(m);
+  const auto grow = [](std::vector<float>& v, int64_t n) {
+    if (v.size() < size_t(n)) v.resize(size_t(n));
+  };
+  const int64_t q_lora = m.q_lora_rank;
+  b.q_width = int64_t(m.n_heads) * (m.qk_nope_dim + m.qk_rope_dim);
+  b.o_width = int64_t(m.n_heads) * m.v_head_dim;
+  b.kv_width = in.own_kv ? m.kv_lora_rank + m.qk_rope_dim : 0;
+  grow(b.q, in.n_query * b.q_width), grow(b.o, in.n_query * b.o_width);
+  BatchProduct first[3];
+  int count = 0;
+  if (q_lora > 0) {
+    grow(b.q_a, in.n_query * q_lora);
+    first[count++] = {w.wq_a, in.query_x, in.ldx, b.q_a.data(), q_lora, in.n_query};
+  } else {
+    first[count++] = {w.wq, in.query_x, in.ldx, b.q.data(), b.q_width, in.n_query};
+  }
+  if (present(w.wg)) {
+    grow(b.gate, in.n_query * b.o_width);
+    first[count++] = {w.wg, in.query_x, in.ldx, b.gate.data(), b.o_width, in.n_query};
+  }
+  if (in.own_kv) {
+    grow(b.kv, in.n * b.kv_width);
+    first[count++] = {w.wkv_a, in.x, in.ldx, b.kv.data(), b.kv_width, in.n};
+  }
+  run_batch_products(std::span(first, size_t(count)), pool);
+  if (q_lora > 0 && in.n_query > 0) {  // q = W_qb RMSNorm(W_qa x), per row then one GEMM
+    for (int64_t t = 0; t < in.n_query; ++t) {
+      float* qa = b.q_a.data() + t * q_lora;
+      kernels::rmsnorm(qa, w.q_a_norm.data(), q_lora, float(in.c.norm.eps), in.c.norm.unit_offset, qa);
+    }
+    const BatchProduct up{w.wq_b, b.q_a.data(), q_lora, b.q.data(), b.q_width, in.n_query};
+    run_batch_products(std::span(&up, 1), pool);
+  }
+}
+
+void mla_append_projected(const MlaWeights& w, const MixerSpec& m, const ModelConfig& c, const float* kv, int64_t pos,
+                          MlaCache& cache) {
+  check_rope(w, m);
+  check_append(m, cache, pos);
+  float* slot = cache.stage();
+  std::copy_n(kv, cache.width(), slot);
+  finish_slot(w, m, c, pos, slot);
+  cache.commit();
+}
+
+void mla_attend_projected(const MlaWeights& w, const MixerSpec& m, const float* q, int64_t pos, const MlaCache& cache,
+                          MlaScratch& s, float* o, kernels::ThreadPool* pool) {
+  check_rope(w, m);
+  check_cache(cache, m, pos);
+  check_scratch(s, m, pos);
+  const int64_t q_width = int64_t(m.n_heads) * (m.qk_nope_dim + m.qk_rope_dim);
+  std::copy_n(q, q_width, s.q.data());
+  rotate_query(w, m, pos, s.q.data());
+  absorbed_values(w, m, pos, cache, s, pool);
+  std::copy_n(s.o.data(), int64_t(m.n_heads) * m.v_head_dim, o);
+}
+
+void mla_batch_output(const MlaWeights& w, int64_t n_query, MlaBatch& b, float* y, int64_t ldy,
+                      kernels::ThreadPool* pool) {
+  if (present(w.wg)) gate_rows(b.o.data(), b.gate.data(), b.o_width, n_query);  // as project_output
+  const BatchProduct output{w.wo, b.o.data(), b.o_width, y, ldy, n_query};
+  run_batch_products(std::span(&output, 1), pool);
 }
 
 }  // namespace wren

@@ -115,4 +115,41 @@ void mla_attention_absorbed(const MlaWeights& w, const MixerSpec& m, const Model
 void mla_decode(const MlaWeights& w, const MixerSpec& m, const ModelConfig& c, const float* x, int64_t pos,
                 MlaCache& cache, MlaScratch& s, float* out, kernels::ThreadPool* pool);
 
+// ---- A batch's MLA (prefill's chunk) -----------------------------------------------
+//
+// The n rows' normed inputs x[t * ldx] meet each projection matrix once (model/region.h
+// run_batch_products), as attention_batch_inputs does for the other attention kinds: W_kva
+// for every row when the layer fills its own cache; W_q (or W_qa, the per-row RMSNorm, then
+// W_qb) and W_g for the rows that attend; W_o for their heads' outputs at the end. Each
+// row's values equal its own matvecs', so the batch equals mla_decode row by row.
+struct MlaBatch {
+  std::vector<float> q_a, q, gate, o, kv;  // [n][q_lora], [n][h dqk], [n][h v], [n][h v], [n][kv_lora + rope]
+  int64_t q_width = 0, o_width = 0, kv_width = 0;
+  const float* q_row(int64_t t) const { return q.data() + t * q_width; }
+  const float* kv_row(int64_t t) const { return kv.data() + t * kv_width; }
+  float* o_row(int64_t t) { return o.data() + t * o_width; }
+};
+struct MlaBatchInput {
+  const MlaWeights& w;
+  const MixerSpec& m;
+  const ModelConfig& c;
+  const float* x;  // [n][ldx]: the K/V input of every row
+  int64_t ldx, n;
+  bool own_kv;
+  const float* query_x;  // [n_query][ldx]: the rows that attend
+  int64_t n_query;
+};
+void mla_batch_inputs(const MlaBatchInput& in, MlaBatch& b, kernels::ThreadPool* pool);
+// Row t's cache entry at `pos` from its W_kva product kv ([kv_lora + rope]): RMSNorm of the
+// latent, RoPE of the shared key, appended (pos must be cache.count).
+void mla_append_projected(const MlaWeights& w, const MixerSpec& m, const ModelConfig& c, const float* kv, int64_t pos,
+                          MlaCache& cache);
+// The absorbed attention of a query row at `pos` from its projection q ([h dqk], unrotated):
+// the heads' outputs o_i = W_UV_i o_lat_i to o ([h v]), before the gate and W_o.
+void mla_attend_projected(const MlaWeights& w, const MixerSpec& m, const float* q, int64_t pos, const MlaCache& cache,
+                          MlaScratch& s, float* o, kernels::ThreadPool* pool);
+// y[t * ldy] = W_o (o_t * sigmoid(gate_t)) for the n_query rows (the gate only with output_gate).
+void mla_batch_output(const MlaWeights& w, int64_t n_query, MlaBatch& b, float* y, int64_t ldy,
+                      kernels::ThreadPool* pool);
+
 }  // namespace wren

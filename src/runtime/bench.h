@@ -31,6 +31,7 @@ struct BenchOptions {
   int probe_passes = 5;
   uint64_t seed = 1;             // of the random prompt ids
   std::optional<KvType> kv = std::nullopt;  // --kv: the KV cache storage (unset: Session's rule)
+  int64_t prefill_chunk = 0;     // --chunk: tokens per prefill chunk (0: Session's default)
 };
 
 struct BenchTest {

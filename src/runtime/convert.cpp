@@ -73,8 +73,14 @@ bool blocks_copy(const TensorValues& src, DType type, int group) {
   });
 }
 
-void copy_blocks(const TensorInfo& t, const TensorValues& src, DType type, bool scales, const ConvertOptions& o,
-                 const ByteSink& sink) {
+// The sinks of one weight: its values, and (q8 / q4) its group scales, filled in the same pass.
+struct WeightSinks {
+  const ByteSink& values;
+  const ByteSink* scales = nullptr;
+};
+
+void copy_blocks(const TensorInfo& t, const TensorValues& src, DType type, const ConvertOptions& o,
+                 const WeightSinks& sink) {
   const uint64_t bb = type == DType::q8 ? 34 : 18, chunk_blocks = uint64_t(1) << 16;
   std::vector<int8_t> q(static_cast<size_t>(chunk_blocks * 32));
   std::vector<kernels::F16> s(static_cast<size_t>(chunk_blocks));
@@ -85,8 +91,8 @@ void copy_blocks(const TensorInfo& t, const TensorValues& src, DType type, bool 
       const uint8_t* p = r.gguf->data + b * bb;
       if (type == DType::q8) gguf_blocks::q8_0_to_q8(p, int64_t(n * 32), q.data(), s.data());
       else gguf_blocks::q4_0_to_q4(p, int64_t(n * 32), reinterpret_cast<uint8_t*>(q.data()), s.data());
-      if (scales) sink(s.data(), n * 2);
-      else sink(q.data(), type == DType::q8 ? n * 32 : n * 16);
+      sink.values(q.data(), type == DType::q8 ? n * 32 : n * 16);
+      (*sink.scales)(s.data(), n * 2);
       r.file->release_pages(uint64_t(p - r.file->data()), n * bb);
     }
 }
@@ -142,20 +148,18 @@ uint64_t run_elements(const std::vector<ElementRun>& runs) {
   return n;
 }
 
-// A stored weight copied as it is, a block of rows at a time: values or scales.
-void copy_stored(const WeightView& w, bool scales, const ConvertOptions& o, const ByteSink& sink) {
+// A stored weight copied as it is, a block of rows at a time: values and scales.
+void copy_stored(const WeightView& w, const ConvertOptions& o, const WeightSinks& sink) {
   const kernels::MatrixView v = matrix_view(w);
-  const uint64_t row = scales ? uint64_t(v.groups()) * 2 : uint64_t(v.row_bytes());
-  const uint8_t* base = scales ? w.scales : w.data;
+  const uint64_t row = uint64_t(v.row_bytes()), scale_row = uint64_t(v.groups()) * 2;
   for (int64_t first = 0, step = block_rows(v.cols); first < v.rows; first += step) {
     check_stop(o, w.name);
     const int64_t n = std::min(step, v.rows - first);
-    sink(base + uint64_t(first) * row, uint64_t(n) * row);
+    sink.values(w.data + uint64_t(first) * row, uint64_t(n) * row);
+    if (sink.scales) (*sink.scales)(w.scales + uint64_t(first) * scale_row, uint64_t(n) * scale_row);
   }
 }
 
-// The weight's values encoded as `type`, streamed into `sink`: values (scales == false) or
-// only their group scales.
 // Sums of (x - decoded)^2 and x^2 over a tensor: the error its storage costs.
 struct ErrorSums {
   double err = 0, ref = 0;
@@ -173,12 +177,14 @@ void add_error(const kernels::Matrix& m, const std::vector<float>& x, int64_t co
   }
 }
 
-void encode_stream(const TensorInfo& t, const TensorValues& src, DType type, int group, bool scales,
-                   const ConvertOptions& o, const ByteSink& sink, ErrorSums* error = nullptr) {
+// The weight's values encoded as `type`, streamed into the sinks: each block of rows is read
+// and encoded once, its values and (q8 / q4) scales handed on together.
+void encode_stream(const TensorInfo& t, const TensorValues& src, DType type, int group, const ConvertOptions& o,
+                   const WeightSinks& sink, ErrorSums* error = nullptr) {
   if (src.stored && src.stored->storage == type && (!is_quantized(type) || src.stored->group == group))
-    return copy_stored(*src.stored, scales, o, sink);
-  if (blocks_copy(src, type, group)) return copy_blocks(t, src, type, scales, o, sink);
-  if (bytes_copy(src, type)) return copy_bytes(t, src, type, o, sink);
+    return copy_stored(*src.stored, o, sink);
+  if (blocks_copy(src, type, group)) return copy_blocks(t, src, type, o, sink);
+  if (bytes_copy(src, type)) return copy_bytes(t, src, type, o, sink.values);
   const int64_t rows = matrix_rows(t), cols = matrix_cols(t);
   RunReader reader(src.runs);
   kernels::MatrixView stored;
@@ -200,8 +206,8 @@ void encode_stream(const TensorInfo& t, const TensorValues& src, DType type, int
                     ") cannot be stored " + to_string(type) + ": " + e.what());
     }
     if (error) add_error(m, values, cols, *error);
-    if (scales) sink(m.scales.data(), m.scales.size() * sizeof(kernels::F16));
-    else sink(m.values.data(), m.values.size());
+    sink.values(m.values.data(), m.values.size());
+    if (sink.scales) (*sink.scales)(m.scales.data(), m.scales.size() * sizeof(kernels::F16));
   }
 }
 
@@ -227,18 +233,20 @@ void write_converted_model(const std::string& dir, const ModelConfig& c, const V
     WeightData d;
     d.storage = type;
     d.group = group;
-    d.data = [=, &o](const ByteSink& sink) {
+    auto write = [=, &o](const ByteSink& values, const ByteSink* scales) {
       ErrorSums e;
-      encode_stream(t, src, type, group, false, o, [&](const void* p, size_t n) {
-        sink(p, n);
+      const ByteSink counted = [&](const void* p, size_t n) {
+        values(p, n);
         progress->bytes += n;
-      }, o.measure_error ? &e : nullptr);
+      };
+      encode_stream(t, src, type, group, o, {counted, scales}, o.measure_error ? &e : nullptr);
       ++progress->done;
       progress->tensor = t.name;
       progress->error = e.ref > 0 ? std::sqrt(e.err / e.ref) : 0.0;
       if (o.progress) o.progress(*progress);
     };
-    if (group) d.scales = [=, &o](const ByteSink& sink) { encode_stream(t, src, type, group, true, o, sink); };
+    if (group) d.values_and_scales = [write](const ByteSink& values, const ByteSink& scales) { write(values, &scales); };
+    else d.data = [write](const ByteSink& values) { write(values, nullptr); };
     return d;
   };
   files.overwrite = o.overwrite;

@@ -8,6 +8,7 @@
 #include "config/hf_config.h"
 #include "config/weight_slots.h"
 #include "text/pretokenize.h"
+#include "text/sentencepiece.h"
 
 namespace wren {
 
@@ -290,42 +291,58 @@ std::vector<std::string> GgufModel::unused(const WeightMap& map) const {
   return out;
 }
 
+namespace {
+
+// The vocabulary as a tokenizer.json "vocab" object and the added tokens (control and
+// user-defined tokens, and the unknown token, are matched before splitting, as Hugging Face's
+// converters write them). The entries are appended to the object's storage directly:
+// ordered_json's own insert searches the keys linearly, quadratic over 10^5 tokens.
+void vocab_json(const GgufFile& file, const GgufValue& tokens, const GgufValue* types, bool unk_is_added, Json& vocab,
+                Json& added) {
+  vocab = Json::object();
+  added = Json::array();
+  auto& entries = static_cast<std::vector<std::pair<const std::string, Json>>&>(vocab.get_ref<Json::object_t&>());
+  std::unordered_set<std::string_view> seen;
+  for (size_t id = 0; id < tokens.strings.size(); ++id) {
+    const std::string& s = tokens.strings[id];
+    if (!seen.insert(s).second)
+      throw IoError(file.path() + ": tokenizer.ggml.tokens: token " + Json(s).dump() + " appears twice");
+    entries.emplace_back(s, id);
+    const int64_t type = types ? types->ints[id] : 1;
+    if (type == 3 || type == 4 || (unk_is_added && type == 2))
+      added.push_back({{"id", id}, {"content", s}, {"special", type != 4}, {"single_word", false}, {"lstrip", false},
+                       {"rstrip", false}, {"normalized", false}});
+  }
+}
+
+}  // namespace
+
 std::string GgufModel::tokenizer_json() const {
   const std::string kind = file_.string("tokenizer.ggml.model");
-  if (kind != "gpt2")
+  if (kind != "gpt2" && kind != "llama")
     throw IoError(file_.path() + ": tokenizer.ggml.model \"" + kind + "\"" +
-                  (kind == "llama" ? " (SentencePiece)" : "") +
-                  " is not supported; only \"gpt2\" (byte-level BPE) converts to a tokenizer Wren runs");
+                  " is not supported; \"gpt2\" (byte-level BPE) and \"llama\" (SentencePiece BPE) convert to a tokenizer Wren runs");
   const GgufValue* tokens = file_.value("tokenizer.ggml.tokens");
-  const GgufValue* merges = file_.value("tokenizer.ggml.merges");
   const GgufValue* types = file_.value("tokenizer.ggml.token_type");
   if (!tokens || tokens->type != GgufType::array || tokens->elem != GgufType::string)
     throw IoError(file_.path() + ": metadata tokenizer.ggml.tokens: expected an array of strings");
-  if (!merges || merges->type != GgufType::array || merges->elem != GgufType::string)
-    throw IoError(file_.path() + ": metadata tokenizer.ggml.merges: expected an array of strings");
   if (types && (types->type != GgufType::array || types->ints.size() != tokens->strings.size()))
     throw IoError(file_.path() + ": metadata tokenizer.ggml.token_type: expected " + num(int64_t(tokens->strings.size())) +
                   " integers, one per token");
+  return kind == "llama" ? sentencepiece_tokenizer_json(*tokens, types) : byte_level_tokenizer_json(*tokens, types);
+}
+
+std::string GgufModel::byte_level_tokenizer_json(const GgufValue& tokens, const GgufValue* types) const {
+  const GgufValue* merges = file_.value("tokenizer.ggml.merges");
+  if (!merges || merges->type != GgufType::array || merges->elem != GgufType::string)
+    throw IoError(file_.path() + ": metadata tokenizer.ggml.merges: expected an array of strings");
   const std::string pre = file_.value("tokenizer.ggml.pre") ? file_.string("tokenizer.ggml.pre") : "default";
   auto pattern = pre_pattern(pre);
   if (!pattern)
     throw IoError(file_.path() + ": tokenizer.ggml.pre \"" + pre + "\" is not a pre-tokenizer Wren knows (known: default, "
                   "gpt-2, olmo, llama-bpe, llama3, dbrx, smaug-bpe, qwen2, gpt-4o)");
-  // The vocabulary is appended to the object's storage directly: ordered_json's own insert
-  // searches the keys linearly, quadratic over 10^5 tokens; duplicates are found by the set.
-  Json vocab = Json::object(), added = Json::array();
-  auto& entries = static_cast<std::vector<std::pair<const std::string, Json>>&>(vocab.get_ref<Json::object_t&>());
-  std::unordered_set<std::string_view> seen;
-  for (size_t id = 0; id < tokens->strings.size(); ++id) {
-    const std::string& s = tokens->strings[id];
-    if (!seen.insert(s).second)
-      throw IoError(file_.path() + ": tokenizer.ggml.tokens: token " + Json(s).dump() + " appears twice");
-    entries.emplace_back(s, id);
-    const int64_t type = types ? types->ints[id] : 1;
-    if (type == 3 || type == 4)  // control and user-defined tokens are matched before splitting
-      added.push_back({{"id", id}, {"content", s}, {"special", type == 3}, {"single_word", false}, {"lstrip", false},
-                       {"rstrip", false}, {"normalized", false}});
-  }
+  Json vocab, added;
+  vocab_json(file_, tokens, types, false, vocab, added);
   Json j = {{"version", "1.0"}, {"truncation", nullptr}, {"padding", nullptr}, {"added_tokens", added},
             {"normalizer", nullptr},
             {"pre_tokenizer",
@@ -338,6 +355,51 @@ std::string GgufModel::tokenizer_json() const {
             {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}}},
             {"model", {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"byte_fallback", false},
                        {"vocab", vocab}, {"merges", merges->strings}}}};
+  return j.dump();
+}
+
+// SentencePiece BPE (Llama 2, Mistral, Gemma GGUFs) as the tokenizer.json Hugging Face's
+// converter writes for it: spaces as U+2581 with one in front (unless add_space_prefix is
+// false, as in Gemma), merges ranked by score (text/sentencepiece.h), unknown characters as
+// their "<0xNN>" byte tokens, and the decoder that undoes all of it.
+std::string GgufModel::sentencepiece_tokenizer_json(const GgufValue& tokens, const GgufValue* types) const {
+  const GgufValue* scores = file_.value("tokenizer.ggml.scores");
+  if (!scores || scores->type != GgufType::array || scores->floats.size() != tokens.strings.size())
+    throw IoError(file_.path() + ": metadata tokenizer.ggml.scores: expected " + num(int64_t(tokens.strings.size())) +
+                  " floats, one per token (a SentencePiece vocabulary merges by score)");
+  std::vector<bool> mergeable(tokens.strings.size(), true);
+  std::string unk;
+  for (size_t id = 0; id < tokens.strings.size(); ++id) {
+    const int64_t type = types ? types->ints[id] : 1;
+    mergeable[id] = type != 5;  // unused
+    if (type == 2 && unk.empty()) unk = tokens.strings[id];
+  }
+  if (auto id = file_.integer_or_none("tokenizer.ggml.unknown_token_id")) {
+    if (*id < 0 || size_t(*id) >= tokens.strings.size())
+      throw IoError(file_.path() + ": metadata tokenizer.ggml.unknown_token_id = " + num(*id) + " is not a token id");
+    unk = tokens.strings[size_t(*id)];
+  }
+  bool space_prefix = true;
+  if (const GgufValue* v = file_.value("tokenizer.ggml.add_space_prefix"); v && v->type == GgufType::boolean)
+    space_prefix = v->i != 0;
+  Json vocab, added;
+  vocab_json(file_, tokens, types, true, vocab, added);
+  Json merges = Json::array();
+  for (auto& [l, r] : text::merges_from_scores(tokens.strings, scores->floats, mergeable)) merges.push_back({l, r});
+  const std::string meta = "\u2581";
+  Json normalizers = Json::array();
+  if (space_prefix) normalizers.push_back({{"type", "Prepend"}, {"prepend", meta}});
+  normalizers.push_back({{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", meta}});
+  Json decoders = Json::array({{{"type", "Replace"}, {"pattern", {{"String", meta}}}, {"content", " "}},
+                               {{"type", "ByteFallback"}}, {{"type", "Fuse"}}});
+  if (space_prefix) decoders.push_back({{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}});
+  Json j = {{"version", "1.0"}, {"truncation", nullptr}, {"padding", nullptr}, {"added_tokens", added},
+            {"normalizer", {{"type", "Sequence"}, {"normalizers", normalizers}}},
+            {"pre_tokenizer", nullptr},
+            {"post_processor", nullptr},
+            {"decoder", {{"type", "Sequence"}, {"decoders", decoders}}},
+            {"model", {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", unk.empty() ? Json(nullptr) : Json(unk)},
+                       {"fuse_unk", true}, {"byte_fallback", true}, {"vocab", vocab}, {"merges", merges}}}};
   return j.dump();
 }
 

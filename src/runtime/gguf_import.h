@@ -37,13 +37,15 @@ class GgufModel {
   std::vector<ElementRun> runs(const TensorInfo& t) const;
   std::vector<std::string> unused(const WeightMap& map) const;
 
-  // tokenizer.json for tokenizer.ggml.model "gpt2" (byte-level BPE); anything else is an error
-  // naming the tokenizer kind.
+  // tokenizer.json for tokenizer.ggml.model "gpt2" (byte-level BPE) or "llama" (SentencePiece
+  // BPE with byte fallback); anything else is an error naming the tokenizer kind.
   std::string tokenizer_json() const;
   // tokenizer_config.json: bos_token, eos_token, chat_template from the metadata.
   std::string tokenizer_config_json() const;
 
  private:
+  std::string byte_level_tokenizer_json(const GgufValue& tokens, const GgufValue* types) const;
+  std::string sentencepiece_tokenizer_json(const GgufValue& tokens, const GgufValue* types) const;
   const GgufTensor& source(const std::string& name, const Shape& expect) const;
   ElementRun rows(const GgufTensor& t, int64_t first, int64_t count, float add = 0.0f) const;
   std::vector<ElementRun> mla_runs(const std::string& rel, const std::string& name, const TensorInfo& t,

@@ -66,9 +66,12 @@ Session::Session(std::shared_ptr<const Model> model, const SessionOptions& optio
   for (int i = 0; i < L; ++i)
     if (c.mixer(i).kind == MixerKind::sparse_reuse)
       scores_stride_ = std::max<int64_t>(scores_stride_, int64_t(c.mixer(c.cache_owner(i)).n_kv_heads) * context_);
-  chunk_ = kPrefillChunk;
+  if (options.prefill_chunk < 0)
+    throw std::invalid_argument("prefill chunk: " + std::to_string(options.prefill_chunk) + " tokens, expected >= 0");
+  const int64_t wanted = options.prefill_chunk > 0 ? options.prefill_chunk : kPrefillChunk;
+  chunk_ = wanted;
   if (scores_stride_ > 0)
-    chunk_ = std::clamp<int64_t>(kMaxScoreBytes / int64_t(sizeof(float)) / (scores_stride_ * L), 1, kPrefillChunk);
+    chunk_ = std::clamp<int64_t>(kMaxScoreBytes / int64_t(sizeof(float)) / (scores_stride_ * L), 1, wanted);
   int max_order = 0;
   for (int i = 0; i < L; ++i) {
     const MixerSpec& m = c.mixer(i);
@@ -281,13 +284,15 @@ void Session::add_output(const float* out, const Vec& post_norm, const MhcBounda
 }
 
 // K/V of the layers bridged to this layer's attention point, each from its own mix.
-void Session::bridge_kv(int layer) {
+void Session::bridge_kv(int layer, float* bridge_x) {
   const ModelConfig& c = model_->config;
+  int64_t k = 0;
   for (int j : model_->bridges_at[size_t(layer)]) {
     const LayerWeights& w = model_->layers[size_t(j)];
     const float* h = sublayer_input(layer, false, w.kv_bridge, w.attn_mhc, bridge_boundary_);
-    kernels::rmsnorm(h, w.attn_norm.data(), d_, float(c.norm.eps), c.norm.unit_offset, xn_.data());
-    fill_cache(j, xn_.data());
+    float* xn = bridge_x ? bridge_x + k++ * d_ : xn_.data();
+    kernels::rmsnorm(h, w.attn_norm.data(), d_, float(c.norm.eps), c.norm.unit_offset, xn);
+    if (!bridge_x) fill_cache(j, xn);
   }
 }
 
@@ -354,14 +359,14 @@ void Session::run_ffn(int i, const float* x, float* out) {
   }
 }
 
-bool Session::mixer_step(int i, bool all_layers, float* ffn_x) {
-  if (!mixer_input(i, all_layers, xn_.data(), true)) return false;
+bool Session::mixer_step(int i, bool all_layers, float* ffn_x, const BatchedRow& batched) {
+  if (!mixer_input(i, all_layers, xn_.data(), true, batched)) return false;
   run_mixer(i, xn_.data(), out_.data());
   mixer_output(i, out_.data(), ffn_x);
   return true;
 }
 
-bool Session::mixer_input(int i, bool all_layers, float* xn, bool fill_exit) {
+bool Session::mixer_input(int i, bool all_layers, float* xn, bool fill_exit, const BatchedRow& batched) {
   const Model& m = *model_;
   const ModelConfig& c = m.config;
   const float eps = float(c.norm.eps);
@@ -372,10 +377,13 @@ bool Session::mixer_input(int i, bool all_layers, float* xn, bool fill_exit) {
     std::fill(r.partial.begin(), r.partial.end(), 0.0f);
     r.partial_empty = true;
   }
-  if (w.engram_hasher)
+  if (w.engram_hasher && batched.engram.v)
+    engram_gate_apply(w.engram, batched.engram, r.x.data(), streams_, d_, eps, c.norm.unit_offset, engram_gate_[size_t(i)],
+                      engram_scratch_);
+  else if (w.engram_hasher)
     engram_gate_add(w.engram, *w.engram_hasher, ngram_context(w.engram_hasher->max_order()), r.x.data(), streams_, d_,
                     eps, c.norm.unit_offset, engram_gate_[size_t(i)], engram_scratch_, pool_);
-  bridge_kv(i);
+  bridge_kv(i, batched.bridge_x);
   const float* h = sublayer_input(i, false, w.attn_res, w.attn_mhc, r.boundary);
   kernels::rmsnorm(h, w.attn_norm.data(), d_, eps, c.norm.unit_offset, xn);
   if (!all_layers && i >= m.prefill_exit) {  // early exit: only this layer's own cache entry remains
@@ -392,79 +400,6 @@ void Session::mixer_output(int i, const float* out, float* ffn_x) {
   add_output(out, w.attn_post_norm, r.boundary);
   const float* h = sublayer_input(i, true, w.ffn_res, w.ffn_mhc, r.boundary);
   kernels::rmsnorm(h, w.ffn_norm.data(), d_, float(c.norm.eps), c.norm.unit_offset, ffn_x);
-}
-
-void Session::recurrent_batch(int i, std::span<const BatchRow> rows, BatchScratch& b) {
-  Session& s = *rows[0].session;
-  const ModelConfig& c = s.model().config;
-  const int64_t d = c.d_model, n = int64_t(b.active.size());
-  if (b.xn.size() < size_t(n * d)) b.xn.resize(size_t(n * d)), b.xq.resize(size_t(n * d));
-  int64_t live = 0;
-  for (int64_t a = 0; a < n; ++a) {
-    const int32_t j = b.active[size_t(a)];
-    s.use(s.rows_[size_t(b.state_of[size_t(j)])]);
-    if (s.mixer_input(i, rows[size_t(j)].all_layers, b.xn.data() + live * d, true)) b.active[size_t(live++)] = j;
-  }
-  b.active.resize(size_t(live));
-  float *x = b.x.data(), *y = b.y.data();
-  gdn_prefill(s.model().layers[size_t(i)].gdn, c.mixer(i), c, b.xn.data(), live, s.gdn_[size_t(i)], s.gdn_scratch_, y,
-              s.pool_);
-  for (int64_t a = 0; a < live; ++a) {
-    s.use(s.rows_[size_t(b.state_of[size_t(b.active[size_t(a)])])]);
-    s.mixer_output(i, y + a * d, x + a * d);
-  }
-}
-
-void Session::attention_batch(int i, std::span<const BatchRow> rows, BatchScratch& b) {
-  Session& s0 = *rows[0].session;
-  const Model& m = s0.model();
-  const ModelConfig& c = m.config;
-  const MixerSpec& spec = c.mixer(i);
-  const AttentionWeights& w = m.layers[size_t(i)].attn;
-  const bool own_kv = c.layers[size_t(i)].kv.kind == KvSourceKind::own && c.has_cache(i);
-  const int64_t d = c.d_model, n = int64_t(b.active.size());
-  const auto use = [&](int32_t j) -> Session& {
-    Session& s = *rows[size_t(j)].session;
-    s.use(s.rows_[size_t(b.state_of[size_t(j)])]);
-    return s;
-  };
-  if (b.xn.size() < size_t(n * d)) b.xn.resize(size_t(n * d)), b.xq.resize(size_t(n * d));
-  // 1. Every row's normed input; the rows that go on attend, the others (early exit) only
-  // add their cache entry.
-  b.attends.assign(size_t(n), 0);
-  int64_t nq = 0;
-  for (int64_t a = 0; a < n; ++a) {
-    const int32_t j = b.active[size_t(a)];
-    float* xn = b.xn.data() + a * d;
-    if (!use(j).mixer_input(i, rows[size_t(j)].all_layers, xn, false)) continue;
-    b.attends[size_t(a)] = 1;
-    std::copy_n(xn, d, b.xq.data() + nq++ * d);
-  }
-  if (nq == 0 && !own_kv) {
-    b.active.clear();
-    return;
-  }
-  // 2. The projections, one GEMM per matrix.
-  attention_batch_inputs({w, spec, b.xn.data(), d, n, own_kv, b.xq.data(), nq}, b.attention, s0.pool_);
-  // 3. Row by row in order: the cache entry, then the attention over the rows before it.
-  for (int64_t a = 0, q = 0; a < n; ++a) {
-    Session& s = use(b.active[size_t(a)]);
-    const bool attends = b.attends[size_t(a)];
-    const Projected p = b.attention.row(attends ? q : -1, a);
-    if (attends) s.run_mixer(i, b.xq.data() + q * d, b.attention.o_row(q), &p), ++q;
-    else if (own_kv) s.fill_cache(i, b.xn.data() + a * d, &p);
-  }
-  // 4. The output GEMM, then each row's residual write and FFN input.
-  float *x = b.x.data(), *y = b.y.data();
-  attention_batch_output(w, nq, b.attention, y, d, s0.pool_);
-  int64_t live = 0;
-  for (int64_t a = 0; a < n; ++a) {
-    if (!b.attends[size_t(a)]) continue;
-    const int32_t j = b.active[size_t(a)];
-    use(j).mixer_output(i, y + live * d, x + live * d);
-    b.active[size_t(live++)] = j;
-  }
-  b.active.resize(size_t(live));
 }
 
 void Session::ffn_step(int i, const float* ffn_out) {
@@ -541,18 +476,23 @@ void forward_batch(std::span<const BatchRow> rows, BatchScratch& b) {
     // The mixers: an attention layer's projections as GEMMs over the rows, other mixers row
     // by row; rows that stop here (early exit) leave the batch.
     const MixerKind kind = c.mixer(i).kind;
+    if (m.layers[size_t(i)].engram_hasher && b.active.size() > 1) Session::engram_batch(i, rows, b);
     const bool one_session = std::all_of(b.active.begin(), b.active.end(),
                                          [&](int32_t j) { return rows[size_t(j)].session == rows[0].session; });
     if (b.active.size() > 1 && (kind == MixerKind::attention || kind == MixerKind::relu2_attention ||
                                 kind == MixerKind::sparse_reuse)) {
       Session::attention_batch(i, rows, b);
+    } else if (b.active.size() > 1 && kind == MixerKind::mla) {
+      Session::mla_batch(i, rows, b);
     } else if (b.active.size() > 1 && one_session && (kind == MixerKind::gdn || kind == MixerKind::gdn2)) {
       Session::recurrent_batch(i, rows, b);  // a prompt's rows through the chunked form
     } else {
       size_t live = 0;
       for (size_t a = 0; a < b.active.size(); ++a) {
         const int32_t j = b.active[a];
-        if (use(j).mixer_step(i, rows[size_t(j)].all_layers, x + int64_t(live) * d)) b.active[live++] = j;
+        BatchedRow batched = Session::batched_row(i, rows, b, int64_t(a));
+        batched.bridge_x = nullptr;  // each row fills its bridged caches as it goes
+        if (use(j).mixer_step(i, rows[size_t(j)].all_layers, x + int64_t(live) * d, batched)) b.active[live++] = j;
       }
       b.active.resize(live);
     }

@@ -19,9 +19,11 @@
 #include "kernels/threads.h"
 #include "model/attention.h"
 #include "model/attn_residuals.h"
+#include "model/engram_gate.h"
 #include "model/ffn.h"
 #include "model/kv_cache.h"
 #include "model/mhc.h"
+#include "model/mla.h"
 #include "model/model.h"
 #include "model/sparsity_probe.h"
 
@@ -45,6 +47,15 @@ struct TokenState {
 
 // One row of a batched forward: a token of some session. Rows of one session come in the
 // order of their positions; every session of a batch runs over the same Model.
+// What a batch ran for one of its rows ahead of the row's own steps at a layer (a single row
+// runs them itself): the gated engram's projections (engram.v set), and a place for the
+// bridged layers' normed K/V inputs ([bridges][d_model]), which the batch then projects as
+// one GEMM per matrix (bridge_x set) instead of each row filling those caches alone.
+struct BatchedRow {
+  EngramGateRow engram;
+  float* bridge_x = nullptr;
+};
+
 struct BatchRow {
   Session* session = nullptr;
   int32_t token = 0;
@@ -61,6 +72,9 @@ struct BatchScratch {
   std::vector<float> xn, xq;               // [rows][d]: an attention layer's normed inputs, of the rows that attend
   std::vector<char> attends;               // per active row: runs the layer's attention (else stops there)
   AttentionBatch attention;
+  MlaBatch mla;
+  EngramGateBatch engram;                  // the gated engram's projections of the active rows
+  std::vector<float> bridge_x, bridge_k, bridge_v;  // [rows][bridges][d]; a bridged layer's K, V of every row
   void reserve(int64_t rows, const ModelConfig& c);
 };
 
@@ -86,6 +100,9 @@ struct SessionOptions {
   // for the whole context fit in kv_budget_bytes, q8 otherwise (default_kv_type).
   std::optional<KvType> kv = std::nullopt;
   double kv_budget_bytes = 0;  // 0: a quarter of the machine's physical memory
+  // Tokens per prefill chunk (the rows of one batched forward); 0: the tuned default. The
+  // kept scores of sparse layers may cut it further (Session::chunk()).
+  int64_t prefill_chunk = 0;
 };
 
 // One named piece of a session's mutable state, as bytes (runtime/session_state.h).
@@ -151,15 +168,35 @@ class Session {
   void use(TokenState& state) { r_ = &state; }
   // Layer i up to the FFN's normed input, written to `ffn_x`; false when the row stops here
   // (early exit: only the layer's own cache entry was filled).
-  bool mixer_step(int layer, bool all_layers, float* ffn_x);
+  // `batched`: what the batch ran for this row (BatchedRow; empty: the row runs it all).
+  bool mixer_step(int layer, bool all_layers, float* ffn_x, const BatchedRow& batched = {});
   // mixer_step's two ends: up to the mixer's normed input `xn` (false: the row stops here,
   // having filled its cache entry when `fill_exit`), and from the mixer's output on.
-  bool mixer_input(int layer, bool all_layers, float* xn, bool fill_exit);
+  bool mixer_input(int layer, bool all_layers, float* xn, bool fill_exit, const BatchedRow& batched = {});
   void mixer_output(int layer, const float* out, float* ffn_x);
   // Layer `layer` (an attention kind) for every active row of a batch, its projections as
   // GEMMs: the rows' inputs, then each row's cache entry and attention in row order, then
   // the output GEMM and each row's FFN input (written to scratch.x; rows that stop leave).
   static void attention_batch(int layer, std::span<const BatchRow> rows, BatchScratch& scratch);
+  // The same for an MLA layer: W_kva, W_q (or W_qa, W_qb) and W_g as GEMMs, each row's cache
+  // entry and absorbed attention in row order, then W_o as one GEMM.
+  static void mla_batch(int layer, std::span<const BatchRow> rows, BatchScratch& scratch);
+  // The batched mixers' two ends. batch_inputs: every active row's normed input to
+  // scratch.xn, the rows that attend (not stopped by early exit) also to scratch.xq and marked
+  // in scratch.attends; returns their count. batch_outputs: from each attending row's mixer
+  // output (scratch.y, in their order) its residual write and FFN input (scratch.x); the
+  // other rows leave the batch.
+  // The gated engram before layer `layer` for every active row (scratch.engram): the rows'
+  // lookups, then W_value and W_key as one GEMM each; each row applies its own in mixer_input.
+  static void engram_batch(int layer, std::span<const BatchRow> rows, BatchScratch& scratch);
+  // Active row a's BatchedRow at layer `layer`: the engram's projections when engram_batch ran,
+  // and its place in scratch.bridge_x when the layer has bridges and the batch has rows to share.
+  static BatchedRow batched_row(int layer, std::span<const BatchRow> rows, BatchScratch& scratch, int64_t a);
+  // The bridged layers' cache entries of every active row from scratch.bridge_x: K and V (or
+  // MLA's W_kva) as one GEMM per matrix, then each row's entry appended in row order.
+  static void fill_bridges(int layer, std::span<const BatchRow> rows, BatchScratch& scratch);
+  static int64_t batch_inputs(int layer, std::span<const BatchRow> rows, BatchScratch& scratch);
+  static void batch_outputs(int layer, std::span<const BatchRow> rows, BatchScratch& scratch);
   // A Gated DeltaNet layer for a prompt's rows (one session, in order) through the chunked
   // form (gdn_prefill), which leaves the state where token-by-token decode would.
   static void recurrent_batch(int layer, std::span<const BatchRow> rows, BatchScratch& scratch);
@@ -171,7 +208,9 @@ class Session {
   std::span<const int32_t> ngram_context(int order);
   const float* sublayer_input(int layer, bool ffn, const MixWeights& mix, const MhcWeights& mhc, MhcBoundary& boundary);
   void gather_residual_sources(const ResidualSourceSet& set);
-  void bridge_kv(int layer);
+  // The bridged layers' K/V inputs at `layer`: each filled now (bridge_x null) or written to
+  // bridge_x ([bridges][d]) for the batch's fill_bridges.
+  void bridge_kv(int layer, float* bridge_x = nullptr);
   // A layer's own cache entry for this token (its K/V products from `projected` when set).
   void fill_cache(int layer, const float* x, const Projected* projected = nullptr);
   void run_mixer(int layer, const float* x, float* out, const Projected* projected = nullptr);

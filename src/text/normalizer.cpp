@@ -21,24 +21,10 @@ void read_steps(JsonReader r, std::vector<Step>& steps, int depth) {
   switch (type) {
     case 0: step.kind = Step::Kind::nfc; break;
     case 1: step.kind = Step::Kind::nfd; break;
-    case 2: {
+    case 2:
       step.kind = Step::Kind::replace;
-      step.content = r.string("content");
-      JsonReader pat = r.object("pattern");
-      if (pat.has("Regex")) {
-        try {
-          step.regex = std::make_shared<const Regex>(pat.string("Regex"));
-        } catch (const RegexError& e) {
-          pat.fail("Regex", e.what());
-        }
-      } else if (pat.has("String")) {
-        step.literal = pat.string("String");
-        if (step.literal.empty()) pat.fail("String", "must not be empty");
-      } else {
-        r.fail("pattern", "expected {\"Regex\": ...} or {\"String\": ...}");
-      }
+      step.replacement = read_replacement(r);
       break;
-    }
     case 3:
       step.kind = Step::Kind::prepend;
       step.content = r.string("prepend");
@@ -57,24 +43,6 @@ void read_steps(JsonReader r, std::vector<Step>& steps, int depth) {
     }
   }
   steps.push_back(std::move(step));
-}
-
-std::string replace_all(std::string_view s, const Step& step) {
-  std::string out;
-  size_t prev = 0;
-  auto take = [&](size_t b, size_t e) {
-    out.append(s.substr(prev, b - prev));
-    out += step.content;
-    prev = e;
-  };
-  if (step.regex) {
-    for (auto [b, e] : step.regex->find_all(s)) take(b, e);
-  } else {
-    for (size_t p = s.find(step.literal); p != std::string_view::npos; p = s.find(step.literal, p + step.literal.size()))
-      take(p, p + step.literal.size());
-  }
-  out.append(s.substr(prev));
-  return out;
 }
 
 // White_Space at the ends (Rust's char::is_whitespace), as Hugging Face's Strip.
@@ -100,6 +68,25 @@ std::string strip(std::string_view s, bool left, bool right) {
 
 }  // namespace
 
+Replacement read_replacement(JsonReader& r) {
+  Replacement rep;
+  rep.content = r.string("content");
+  JsonReader pat = r.object("pattern");
+  if (pat.has("Regex")) {
+    try {
+      rep.regex = std::make_shared<const Regex>(pat.string("Regex"));
+    } catch (const RegexError& e) {
+      pat.fail("Regex", e.what());
+    }
+  } else if (pat.has("String")) {
+    rep.literal = pat.string("String");
+    if (rep.literal.empty()) pat.fail("String", "must not be empty");
+  } else {
+    r.fail("pattern", "expected {\"Regex\": ...} or {\"String\": ...}");
+  }
+  return rep;
+}
+
 Normalizer Normalizer::read(JsonReader& root) {
   Normalizer n;
   if (root.has("normalizer")) read_steps(root.object("normalizer"), n.steps_, 0);
@@ -112,7 +99,7 @@ std::string Normalizer::apply(std::string_view text) const {
     switch (step.kind) {
       case Step::Kind::nfc: s = nfc(s); break;
       case Step::Kind::nfd: s = nfd(s); break;
-      case Step::Kind::replace: s = replace_all(s, step); break;
+      case Step::Kind::replace: s = step.replacement.apply(s); break;
       case Step::Kind::prepend: if (!s.empty()) s.insert(0, step.content); break;
       case Step::Kind::strip: s = strip(s, step.left, step.right); break;
     }

@@ -15,6 +15,9 @@
 
 namespace wren::text {
 
+// {"pattern": {"String": ...} or {"Regex": ...}, "content": ...}, as Replace writes it.
+Replacement read_replacement(JsonReader& r);
+
 class Normalizer {
  public:
   // Reads root["normalizer"] (absent or null: text is unchanged).
@@ -24,9 +27,8 @@ class Normalizer {
 
   struct Step {
     enum class Kind { nfc, nfd, replace, prepend, strip } kind;
-    std::string content;                  // replace: the replacement; prepend: the prefix
-    std::string literal;                  // replace: a literal pattern, or
-    std::shared_ptr<const Regex> regex;   // a regex pattern
+    std::string content;                  // prepend: the prefix
+    Replacement replacement;              // replace
     bool left = false, right = false;     // strip
   };
 

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "text/unicode.h"
+
 namespace wren::text {
 
 SplitMatcher SplitMatcher::from_regex(const std::string& regex, bool allow_fast) {
@@ -83,6 +85,21 @@ namespace {
 
 using Step = PreTokenizer::Step;
 
+// Hugging Face's Metaspace on one piece: every ' ' becomes the replacement, which is also
+// put in front (always, or for prepend_scheme "first" only at the start of the text) unless
+// the piece starts with it.
+void metaspace(const Step& step, std::string& piece, bool starts_text) {
+  std::string out;
+  bool prepend = step.prepend == Step::Prepend::always || (step.prepend == Step::Prepend::first && starts_text);
+  if (prepend && piece.compare(0, step.replacement.size(), step.replacement) != 0 &&
+      !(piece.size() > 0 && piece[0] == ' ')) out = step.replacement;
+  for (char c : piece) {
+    if (c == ' ') out += step.replacement;
+    else out += c;
+  }
+  piece = std::move(out);
+}
+
 SplitMatcher regex_matcher(JsonReader& r, const std::string& key, const std::string& regex) {
   try {
     return SplitMatcher::from_regex(regex);
@@ -110,8 +127,32 @@ Step read_split(JsonReader& r) {
   return step;
 }
 
+// {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always"|"first"|"never",
+// "split": bool}; files older than prepend_scheme say add_prefix_space (true: always).
+Step read_metaspace(JsonReader& r) {
+  Step step;
+  step.kind = Step::Kind::metaspace;
+  step.replacement = r.string("replacement");
+  size_t end = 0;
+  next_code_point(step.replacement, end);
+  if (step.replacement.empty() || end != step.replacement.size())
+    r.fail("replacement", "expected one character, got \"" + step.replacement + "\"");
+  if (r.has("prepend_scheme")) {
+    step.prepend = Step::Prepend(r.choice("prepend_scheme", {"always", "first", "never"}));
+    r.boolean_or("add_prefix_space", true);  // superseded by prepend_scheme
+  } else {
+    step.prepend = r.boolean_or("add_prefix_space", true) ? Step::Prepend::always : Step::Prepend::never;
+  }
+  if (r.boolean_or("split", true)) {
+    step.matcher = SplitMatcher::from_literal(step.replacement);
+    step.behavior = SplitBehavior::merged_with_next;
+  }
+  r.string_or("str_rep", "");  // the replacement again, in old files
+  return step;
+}
+
 void read_steps(JsonReader r, std::vector<Step>& steps, int depth) {
-  int type = r.choice("type", {"ByteLevel", "Split", "Sequence", "Digits", "WhitespaceSplit", "Punctuation"});
+  int type = r.choice("type", {"ByteLevel", "Split", "Sequence", "Digits", "WhitespaceSplit", "Punctuation", "Metaspace"});
   Step step;
   switch (type) {
     case 0:  // ByteLevel: a prefix space, GPT-2's regex, then bytes as characters
@@ -142,6 +183,9 @@ void read_steps(JsonReader r, std::vector<Step>& steps, int depth) {
       step.behavior = SplitBehavior(
           r.choice_or("behavior", {"Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"}, 1));
       break;
+    case 6:
+      step = read_metaspace(r);
+      break;
   }
   steps.push_back(std::move(step));
 }
@@ -158,20 +202,29 @@ bool PreTokenizer::byte_level() const {
   return std::any_of(steps_.begin(), steps_.end(), [](const Step& s) { return s.kind == Step::Kind::byte_level; });
 }
 
-void PreTokenizer::split(std::string_view text, std::vector<std::string>& out) const {
-  // Each step splits every piece further; ByteLevel may also put a space in front.
+void PreTokenizer::split(std::string_view text, std::vector<std::string>& out, bool at_text_start) const {
+  // Each step splits every piece further; ByteLevel and Metaspace may also put a space (or
+  // its replacement) in front. Only a first piece that begins its parent can start the text.
   std::vector<std::string> pieces{std::string(text)}, next;
   for (const Step& step : steps_) {
     next.clear();
-    for (std::string& piece : pieces) {
+    bool first_starts_text = false;
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      std::string& piece = pieces[i];
+      const bool starts_text = at_text_start && i == 0;
       if (step.add_prefix_space && (piece.empty() || piece[0] != ' ')) piece.insert(0, 1, ' ');
+      if (step.kind == Step::Kind::metaspace) metaspace(step, piece, starts_text);
       if (!step.matcher) {
+        first_starts_text |= starts_text;
         next.push_back(std::move(piece));
         continue;
       }
-      for (auto [b, e] : split_pieces(step.matcher->spans(piece), step.behavior, step.invert))
+      for (auto [b, e] : split_pieces(step.matcher->spans(piece), step.behavior, step.invert)) {
+        first_starts_text |= starts_text && b == 0;
         next.emplace_back(piece, b, e - b);
+      }
     }
+    at_text_start = first_starts_text;
     pieces.swap(next);
   }
   for (std::string& p : pieces) out.push_back(std::move(p));

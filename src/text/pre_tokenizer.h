@@ -1,6 +1,8 @@
 // text/: the pre-tokenizer of a tokenizer.json, the steps that cut normalized text into the
 // pieces BPE sees: Split (a regex or a literal, five behaviours, optionally inverted) and
-// ByteLevel (GPT-2's regex split and a prefix space), alone or in a Sequence.
+// ByteLevel (GPT-2's regex split and a prefix space), Metaspace (SentencePiece's spaces as
+// U+2581, a prefix one by prepend_scheme, optionally cut before each), Digits, WhitespaceSplit,
+// Punctuation, alone or in a Sequence.
 //
 // A Split regex runs through PCRE2 (regex.h), except the four patterns the hand-written
 // matchers of pretokenize.h know, which tests show equal to PCRE2 on random Unicode text.
@@ -49,16 +51,19 @@ class PreTokenizer {
  public:
   // Reads root["pre_tokenizer"] (absent or null: the text is one piece).
   static PreTokenizer read(JsonReader& root);
-  // Cuts text into pieces, appended to out.
-  void split(std::string_view text, std::vector<std::string>& out) const;
+  // Cuts text into pieces, appended to out. at_text_start: the text is the start of what was
+  // encoded (not a stretch after an added token), which Metaspace's prepend_scheme "first" asks.
+  void split(std::string_view text, std::vector<std::string>& out, bool at_text_start = true) const;
   // Whether a ByteLevel step maps the pieces to bytes (byte-level BPE).
   bool byte_level() const;
 
   struct Step {
-    enum class Kind { split, byte_level } kind = Kind::split;
+    enum class Kind { split, byte_level, metaspace } kind = Kind::split;
     std::optional<SplitMatcher> matcher;  // for byte_level, GPT-2's regex if use_regex
     SplitBehavior behavior = SplitBehavior::isolated;
     bool invert = false, add_prefix_space = false;
+    enum class Prepend { always, first, never } prepend = Prepend::always;  // metaspace
+    std::string replacement;                                               // metaspace
   };
 
  private:

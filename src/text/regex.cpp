@@ -150,4 +150,22 @@ std::vector<std::pair<size_t, size_t>> Regex::find_all(std::string_view s) const
   return out;
 }
 
+std::string Replacement::apply(std::string_view s) const {
+  std::string out;
+  size_t prev = 0;
+  auto take = [&](size_t b, size_t e) {
+    out.append(s.substr(prev, b - prev));
+    out += content;
+    prev = e;
+  };
+  if (regex) {
+    for (auto [b, e] : regex->find_all(s)) take(b, e);
+  } else {
+    for (size_t p = s.find(literal); p != std::string_view::npos; p = s.find(literal, p + literal.size()))
+      take(p, p + literal.size());
+  }
+  out.append(s.substr(prev));
+  return out;
+}
+
 }  // namespace wren::text

@@ -46,4 +46,13 @@ class Regex {
   std::unique_ptr<Compiled> code_;
 };
 
+// Hugging Face's Replace (a normalizer and a decoder): every non-overlapping match of a literal
+// or a regex, leftmost first, becomes `content`.
+struct Replacement {
+  std::string literal;                // a literal pattern (not empty), or
+  std::shared_ptr<const Regex> regex;  // a regex pattern
+  std::string content;
+  std::string apply(std::string_view s) const;
+};
+
 }  // namespace wren::text

@@ -13,19 +13,6 @@ constexpr int64_t kMaxUnusedIds = int64_t(1) << 20;  // ids a tokenizer.json may
 
 uint64_t pair_key(int32_t a, int32_t b) { return (uint64_t(uint32_t(a)) << 32) | uint32_t(b); }
 
-// The bytes a token string stands for under the ByteLevel decoder: each character mapped back
-// to its byte, or, if some character is not one of the 256, the string's own UTF-8 (as the
-// Hugging Face decoder does, which matters for added tokens such as "<|im start|>").
-std::string bytes_of(const std::string& text) {
-  std::string out;
-  for (size_t i = 0; i < text.size();) {
-    int b = piece_char_to_byte(next_code_point(text, i));
-    if (b < 0) return text;
-    out += char(b);
-  }
-  return out;
-}
-
 std::string byte_level_text(std::string_view bytes) {
   std::string s;
   for (char c : bytes) s += byte_to_piece(uint8_t(c));
@@ -46,19 +33,22 @@ Tokenizer Tokenizer::from_json(const Json& j, const std::string& origin) {
   JsonReader root(j, origin, "");
   JsonReader model = root.object("model");
   t.read_model_options(model);
+  t.read_pre_tokenizer(root);  // first: whether the vocabulary must hold the 256 bytes
   t.read_vocab(model);
+  t.index_bytes(model);
   t.read_merges(model);
   t.read_added_tokens(root);
   t.read_normalizer(root);
-  t.read_pre_tokenizer(root);
   t.index_added_tokens();
-  JsonReader dec = root.object("decoder");
-  dec.choice("type", {"ByteLevel"});
+  t.decoder_ = Decoder::read(root);
   t.pieces_.resize(t.texts_.size());
-  for (size_t id = 0; id < t.texts_.size(); ++id) t.pieces_[id] = bytes_of(t.texts_[id]);
+  for (size_t id = 0; id < t.texts_.size(); ++id) t.pieces_[id] = t.decoder_.piece(t.texts_[id]);
   // Hugging Face decodes an added token that matches normalized text from its normalized form.
   for (const Added& a : t.added_)
-    if (a.normalized) t.pieces_[a.id] = bytes_of(a.match);
+    if (a.normalized) {
+      t.decode_as_[a.id] = a.match;
+      t.pieces_[a.id] = t.decoder_.piece(a.match);
+    }
   return t;
 }
 
@@ -66,7 +56,9 @@ Tokenizer Tokenizer::from_json(const Json& j, const std::string& origin) {
 void Tokenizer::read_model_options(JsonReader& model) {
   if (model.has("type") && model.string("type") != "BPE")
     model.fail("type", "only \"BPE\" models are supported, got \"" + model.string("type") + "\"");
-  if (model.boolean_or("byte_fallback", false)) model.fail("byte_fallback", "byte fallback is not supported");
+  byte_fallback_ = model.boolean_or("byte_fallback", false);
+  fuse_unk_ = model.boolean_or("fuse_unk", false);
+  unk_token_ = model.string_or("unk_token", "");
   if (model.has("dropout") && model.number_or("dropout", 0, 0, 1) != 0)
     model.fail("dropout", "BPE dropout is not supported (it makes encoding random)");
   for (const char* affix : {"continuing_subword_prefix", "end_of_word_suffix"})
@@ -79,32 +71,26 @@ void Tokenizer::read_vocab(JsonReader& model) {
   const Json& vocab = model.raw("vocab");
   if (!vocab.is_object()) model.fail("vocab", "expected an object of token -> id, got " + json_value_text(vocab));
   int32_t max_id = -1;
-  vocab_.reserve(vocab.size());
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
     if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() >= INT32_MAX)
       model.fail("vocab", "token \"" + it.key() + "\" has id " + json_value_text(*it) + "; expected an integer in [0, 2^31-1)");
-    int32_t id = int32_t(it->get<int64_t>());
     if (it.key().empty()) model.fail("vocab", "the empty string is not a token");
-    vocab_.emplace(it.key(), id);
-    max_id = std::max(max_id, id);
+    max_id = std::max(max_id, int32_t(it->get<int64_t>()));
   }
   // Tables are indexed by id: a few gaps are fine (a reserved range), but one id of 2^24 must
   // not make us allocate 16M entries for a handful of tokens.
-  if (int64_t(max_id) >= int64_t(vocab_.size()) + kMaxUnusedIds)
+  if (int64_t(max_id) >= int64_t(vocab.size()) + kMaxUnusedIds)
     model.fail("vocab", "id " + std::to_string(max_id) + " leaves more than " + std::to_string(kMaxUnusedIds) +
-                            " ids unused among " + std::to_string(vocab_.size()) + " tokens (ids must be nearly dense)");
+                            " ids unused among " + std::to_string(vocab.size()) + " tokens (ids must be nearly dense)");
   texts_.assign(size_t(max_id) + 1, "");
   kind_.assign(size_t(max_id) + 1, 0);
-  for (auto& [text, id] : vocab_) {
-    if (kind_[id]) model.fail("vocab", "id " + std::to_string(id) + " is given to both \"" + texts_[id] + "\" and \"" + text + "\"");
-    texts_[id] = text;
+  vocab_.reserve(vocab.size(), texts_);
+  for (auto it = vocab.begin(); it != vocab.end(); ++it) {  // keys are unique (the JSON reader refuses repeats)
+    const int32_t id = int32_t(it->get<int64_t>());
+    if (kind_[id]) model.fail("vocab", "id " + std::to_string(id) + " is given to both \"" + texts_[id] + "\" and \"" + it.key() + "\"");
+    texts_[id] = it.key();
     kind_[id] = 1;
-  }
-  for (int b = 0; b < 256; ++b) {
-    auto it = vocab_.find(byte_to_piece(uint8_t(b)));
-    if (it == vocab_.end())
-      model.fail("vocab", "byte " + std::to_string(b) + " (\"" + byte_to_piece(uint8_t(b)) + "\") is missing; byte-level BPE needs all 256");
-    byte_ids_[b] = it->second;
+    vocab_.insert(texts_[id], id, texts_);
   }
 }
 
@@ -132,10 +118,10 @@ void Tokenizer::read_merges(JsonReader& model) {
       model.fail(where(), "expected \"left right\" or [\"left\", \"right\"], got " + json_value_text(m));
     }
     joined.assign(a).append(b);
-    auto ia = vocab_.find(a), ib = vocab_.find(b), ic = vocab_.find(joined);
-    if (ia == vocab_.end() || ib == vocab_.end() || ic == vocab_.end())
+    const int32_t ia = vocab_id(a), ib = vocab_id(b), ic = vocab_id(joined);
+    if (ia < 0 || ib < 0 || ic < 0)
       model.fail(where(), "merge of \"" + std::string(a) + "\" and \"" + std::string(b) + "\" uses a token that is not in the vocab");
-    merges_[pair_key(ia->second, ib->second)] = Merge{int32_t(i), ic->second};  // a repeat wins, as in HF
+    merges_[pair_key(ia, ib)] = Merge{int32_t(i), ic};  // a repeat wins, as in HF
   }
 }
 
@@ -152,7 +138,7 @@ void Tokenizer::read_added_tokens(JsonReader& root) {
     added.normalized = a.boolean_or("normalized", !added.special);  // Hugging Face's default
     if (added.content.empty()) a.fail("content", "must not be empty");
     // As in Hugging Face, a token that is also in the vocab takes the vocab's id.
-    if (auto v = vocab_.find(added.content); v != vocab_.end()) added.id = v->second;
+    if (const int32_t v = vocab_id(added.content); v >= 0) added.id = v;
     if (size_t(added.id) >= texts_.size()) {
       texts_.resize(size_t(added.id) + 1);
       kind_.resize(size_t(added.id) + 1, 0);
@@ -171,8 +157,27 @@ void Tokenizer::read_normalizer(JsonReader& root) { normalizer_ = Normalizer::re
 
 void Tokenizer::read_pre_tokenizer(JsonReader& root) {
   pre_tokenizer_ = PreTokenizer::read(root);
-  if (!pre_tokenizer_.byte_level())
-    root.fail("pre_tokenizer", "no ByteLevel pre-tokenizer; only byte-level BPE is supported");
+  byte_level_ = pre_tokenizer_.byte_level();
+}
+
+// The tokens single bytes start from: byte-level BPE needs all 256 byte characters; byte
+// fallback uses "<0xNN>" where the vocabulary has it (Hugging Face formats the byte as {:#04X}).
+void Tokenizer::index_bytes(JsonReader& model) {
+  for (int b = 0; b < 256; ++b) {
+    if (byte_level_) {
+      const int32_t id = vocab_id(byte_to_piece(uint8_t(b)));
+      if (id < 0)
+        model.fail("vocab", "byte " + std::to_string(b) + " (\"" + byte_to_piece(uint8_t(b)) +
+                                "\") is missing; byte-level BPE needs all 256");
+      byte_ids_[b] = id;
+    }
+    static const char* hex = "0123456789ABCDEF";
+    fallback_ids_[b] = byte_fallback_ ? vocab_id(std::string("<0x") + hex[b >> 4] + hex[b & 15] + ">") : -1;
+  }
+  if (!unk_token_.empty()) {
+    unk_id_ = vocab_id(unk_token_);
+    if (unk_id_ < 0) model.fail("unk_token", "\"" + unk_token_ + "\" is not in the vocab");
+  }
 }
 
 // Added tokens that match normalized text are looked for in their normalized form, as
@@ -250,21 +255,24 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool allow_special
   split_added(text, false, allow_special, out, [&](std::string_view raw) {
     if (raw.empty()) return;
     std::string normalized = normalizer_.apply(raw);
-    split_added(normalized, true, allow_special, out, [&](std::string_view seg) { encode_segment(seg, out); });
+    split_added(normalized, true, allow_special, out, [&](std::string_view seg) {
+      // Only a stretch at the very start of the text starts it (Metaspace's "first").
+      encode_segment(seg, raw.data() == text.data() && seg.data() == normalized.data(), out);
+    });
   });
   return out;
 }
 
-void Tokenizer::encode_segment(std::string_view text, std::vector<int32_t>& out) const {
+void Tokenizer::encode_segment(std::string_view text, bool at_text_start, std::vector<int32_t>& out) const {
   if (text.empty()) return;
   std::vector<std::string> pieces;
-  pre_tokenizer_.split(text, pieces);
+  pre_tokenizer_.split(text, pieces, at_text_start);
   for (const std::string& piece : pieces) encode_piece(piece, out);
 }
 
 void Tokenizer::encode_piece(std::string_view bytes, std::vector<int32_t>& out) const {
   if (bytes.empty()) return;
-  if (bytes.size() == 1) {
+  if (byte_level_ && bytes.size() == 1) {
     out.push_back(byte_ids_[uint8_t(bytes[0])]);
     return;
   }
@@ -279,7 +287,15 @@ void Tokenizer::encode_piece(std::string_view bytes, std::vector<int32_t>& out) 
     }
   }
   size_t first = out.size();
-  bpe(bytes, out);
+  if (ignore_merges_) {  // a piece that is a token is not merged up from its symbols
+    if (const int32_t id = vocab_id(byte_level_ ? std::string_view(byte_level_text(bytes)) : bytes); id >= 0) {
+      out.push_back(id);
+      return;
+    }
+  }
+  std::vector<int32_t> symbols;
+  initial_symbols(bytes, symbols);
+  bpe(std::move(symbols), out);
   if (cacheable) {
     std::lock_guard<std::mutex> lock(*cache_mutex_);
     if (cache_.size() >= kCacheEntries) cache_.clear();
@@ -292,19 +308,44 @@ const Tokenizer::Merge* Tokenizer::find_merge(int32_t a, int32_t b) const {
   return it == merges_.end() ? nullptr : &it->second;
 }
 
-void Tokenizer::bpe(std::string_view bytes, std::vector<int32_t>& out) const {
-  if (ignore_merges_) {
-    auto it = vocab_.find(byte_level_text(bytes));
-    if (it != vocab_.end()) {
-      out.push_back(it->second);
-      return;
-    }
+// Hugging Face's BPE::merge_word before the merges: each character of the piece is a symbol
+// if it is a token; else its bytes as "<0xNN>" tokens if all exist; else the unk token (one
+// for a run of them with fuse_unk; a pending unk is written before the next known character,
+// after byte-fallback tokens, as there); else it is dropped.
+void Tokenizer::initial_symbols(std::string_view piece, std::vector<int32_t>& symbols) const {
+  if (byte_level_) {
+    for (char c : piece) symbols.push_back(byte_ids_[uint8_t(c)]);
+    return;
   }
+  bool unk_pending = false;
+  for (size_t i = 0; i < piece.size();) {
+    size_t begin = i;
+    next_code_point(piece, i);
+    std::string_view ch = piece.substr(begin, i - begin);
+    if (const int32_t id = vocab_id(ch); id >= 0) {
+      if (unk_pending) symbols.push_back(unk_id_);
+      unk_pending = false;
+      symbols.push_back(id);
+      continue;
+    }
+    if (byte_fallback_ && std::all_of(ch.begin(), ch.end(), [&](char c) { return fallback_ids_[uint8_t(c)] >= 0; })) {
+      for (char c : ch) symbols.push_back(fallback_ids_[uint8_t(c)]);
+      continue;
+    }
+    if (unk_id_ < 0) continue;
+    if (unk_pending && !fuse_unk_) symbols.push_back(unk_id_);
+    unk_pending = true;
+  }
+  if (unk_pending) symbols.push_back(unk_id_);
+}
+
+void Tokenizer::bpe(std::vector<int32_t> symbols, std::vector<int32_t>& out) const {
+  if (symbols.empty()) return;
   // Symbols form a linked list; candidate merges wait in a heap ordered by (rank, position).
   // A candidate is stale if either symbol changed since it was pushed; it is then skipped.
   struct Symbol { int32_t id; int prev, next; };
-  std::vector<Symbol> sym(bytes.size());
-  for (size_t i = 0; i < bytes.size(); ++i) sym[i] = {byte_ids_[uint8_t(bytes[i])], int(i) - 1, int(i) + 1};
+  std::vector<Symbol> sym(symbols.size());
+  for (size_t i = 0; i < symbols.size(); ++i) sym[i] = {symbols[i], int(i) - 1, int(i) + 1};
   sym.back().next = -1;
   struct Candidate { int32_t rank; int pos; int32_t id; };
   auto later = [](const Candidate& x, const Candidate& y) { return x.rank != y.rank ? x.rank > y.rank : x.pos > y.pos; };
@@ -346,20 +387,23 @@ const std::string& Tokenizer::token_text(int32_t id) const {
 }
 
 std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) const {
-  std::string bytes;
+  std::vector<std::string> tokens;
+  tokens.reserve(ids.size());
   for (int32_t id : ids) {
-    const std::string& piece = token_to_piece(id);
-    if (!(skip_special && kind_[id] == 3)) bytes += piece;
+    token_to_piece(id);  // checks the id
+    if (skip_special && kind_[id] == 3) continue;
+    auto normalized = decode_as_.find(id);
+    tokens.push_back(normalized == decode_as_.end() ? texts_[id] : normalized->second);
   }
-  return utf8_lossy(bytes);
+  return decoder_.decode(std::move(tokens));
 }
 
 std::optional<int32_t> Tokenizer::token_id(std::string_view text) const {
   for (const Added& a : added_)
     if (a.content == text) return a.id;
-  auto it = vocab_.find(text);
-  if (it == vocab_.end()) return std::nullopt;
-  return it->second;
+  const int32_t id = vocab_id(text);
+  if (id < 0) return std::nullopt;
+  return id;
 }
 
 int32_t Tokenizer::special_id(std::string_view content) const {

@@ -1,12 +1,17 @@
-// text/: a byte-level BPE tokenizer read from a Hugging Face tokenizer.json (GPT-2, GPT-4o,
-// Llama-3, Qwen2/3, OLMo and our own trained ones, see bpe_train.h).
+// text/: a BPE tokenizer read from a Hugging Face tokenizer.json: byte-level BPE (GPT-2,
+// GPT-4o, Llama-3, Qwen2/3, OLMo and our own trained ones, see bpe_train.h) and
+// SentencePiece-style BPE with byte fallback (Llama 2, Mistral, Gemma, Phi-3).
 //
 // encode: text -> split out added tokens that skip normalization (longest match first) ->
 // normalize (normalizer.h) -> split out the added tokens that match normalized text ->
-// pre-tokenize (pre_tokenizer.h: regex splits, ByteLevel) -> bytes of each piece -> BPE:
-// repeatedly merge the adjacent pair of lowest merge rank, leftmost first, until no pair has a
-// merge. With ignore_merges (Llama-3) a piece that is itself in the vocabulary is one token.
-// decode: ids -> the bytes each token stands for -> UTF-8 with invalid bytes as U+FFFD.
+// pre-tokenize (pre_tokenizer.h: regex splits, ByteLevel, Metaspace) -> symbols of each piece
+// -> BPE: repeatedly merge the adjacent pair of lowest merge rank, leftmost first, until no
+// pair has a merge. With ignore_merges (Llama-3) a piece that is itself in the vocabulary is
+// one token. The symbols are the piece's bytes under ByteLevel; otherwise its characters, a
+// character missing from the vocabulary becoming its UTF-8 bytes as "<0xNN>" tokens
+// (byte_fallback) or else the unk_token (consecutive ones fused into one with fuse_unk) or
+// else nothing, as in Hugging Face.
+// decode: ids -> token strings -> the decoder's steps (decoder.h) -> UTF-8.
 //
 // The file is untrusted: any missing, ill-typed or unsupported field is a ConfigError naming
 // the file and the field. Ids returned by encode carry no post-processing (no BOS/EOS).
@@ -24,8 +29,10 @@
 #include <vector>
 
 #include "config/json_reader.h"
+#include "text/decoder.h"
 #include "text/normalizer.h"
 #include "text/pre_tokenizer.h"
+#include "text/token_index.h"
 
 namespace wren::text {
 
@@ -80,36 +87,40 @@ class Tokenizer {
   void read_added_tokens(JsonReader& root);
   void read_normalizer(JsonReader& root);
   void read_pre_tokenizer(JsonReader& root);
+  void index_bytes(JsonReader& model);
 
   void index_added_tokens();
   // Cuts text at the added tokens of one kind (normalized or not), appending their ids to
   // out and passing each stretch between them to `gap`.
   template <typename Gap>
   void split_added(std::string_view text, bool normalized, bool allow_special, std::vector<int32_t>& out, Gap gap) const;
-  void encode_segment(std::string_view text, std::vector<int32_t>& out) const;
-  void encode_piece(std::string_view bytes, std::vector<int32_t>& out) const;
-  void bpe(std::string_view bytes, std::vector<int32_t>& out) const;
+  void encode_segment(std::string_view text, bool at_text_start, std::vector<int32_t>& out) const;
+  void encode_piece(std::string_view piece, std::vector<int32_t>& out) const;
+  // The symbols BPE starts from (see the top of this file).
+  void initial_symbols(std::string_view piece, std::vector<int32_t>& symbols) const;
+  void bpe(std::vector<int32_t> symbols, std::vector<int32_t>& out) const;
   const Merge* find_merge(int32_t a, int32_t b) const;
   // The added token of a kind that starts at text[p], longest first, or nullptr.
   const Added* added_at(std::string_view text, size_t p, bool normalized, bool allow_special) const;
 
   std::vector<std::string> texts_;   // by id ("" for ids nobody uses)
-  std::vector<std::string> pieces_;  // by id: the bytes
+  std::vector<std::string> pieces_;  // by id: the bytes (Decoder::piece)
   std::vector<uint8_t> kind_;        // by id: 0 unused, 1 vocab, 2 added, 3 special added
-  // Looked up by string_view (transparent hash): a merge's halves need no copies.
-  struct TextHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
-  std::unordered_map<std::string, int32_t, TextHash, std::equal_to<>> vocab_;
+  TokenIndex vocab_;  // the vocabulary's strings (texts_) -> id; looked up by string_view
+  int32_t vocab_id(std::string_view text) const { return vocab_.find(text, texts_); }  // -1: absent
   std::unordered_map<uint64_t, Merge> merges_;
-  std::array<int32_t, 256> byte_ids_{};
+  std::array<int32_t, 256> byte_ids_{};      // byte-level: the token of each byte
+  std::array<int32_t, 256> fallback_ids_{};  // byte_fallback: "<0xNN>", or -1
   std::vector<Added> added_;
+  std::unordered_map<int32_t, std::string> decode_as_;  // normalized added tokens: their match
   // Indices into added_ by [normalized][first byte of match], longest first.
   std::array<std::array<std::vector<uint16_t>, 256>, 2> added_by_first_byte_;
   Normalizer normalizer_;
   PreTokenizer pre_tokenizer_;
-  bool ignore_merges_ = false;
+  Decoder decoder_;
+  bool ignore_merges_ = false, byte_level_ = false, byte_fallback_ = false, fuse_unk_ = false;
+  std::string unk_token_;
+  int32_t unk_id_ = -1;
 
   // Pieces repeat a lot in natural text; their tokens are remembered (bounded, cleared when full).
   mutable std::unique_ptr<std::mutex> cache_mutex_;

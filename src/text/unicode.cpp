@@ -271,4 +271,14 @@ int piece_char_to_byte(char32_t cp) {
   return inverse[cp];
 }
 
+std::string byte_level_bytes(std::string_view text) {
+  std::string out;
+  for (size_t i = 0; i < text.size();) {
+    int b = piece_char_to_byte(next_code_point(text, i));
+    if (b < 0) return std::string(text);
+    out += char(b);
+  }
+  return out;
+}
+
 }  // namespace wren::text

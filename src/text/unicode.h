@@ -45,5 +45,9 @@ size_t utf8_complete_prefix(std::string_view s);
 const std::string& byte_to_piece(uint8_t b);
 // The byte a byte-level character stands for, or -1 if cp is not one of the 256.
 int piece_char_to_byte(char32_t cp);
+// The bytes a byte-level string stands for: each character mapped back to its byte, or, if
+// some character is not one of the 256, the string's own UTF-8 (as Hugging Face's ByteLevel
+// decoder does, which matters for added tokens such as "<|im start|>").
+std::string byte_level_bytes(std::string_view text);
 
 }  // namespace wren::text

@@ -126,6 +126,8 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--probe-mib", a.probe_mib, "buffer of the bandwidth probe (MiB)")->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_flag("--no-early-exit", a.no_early_exit, "run every layer for every prompt token");
+  cmd->add_option("--chunk", a.o.prefill_chunk, "tokens per prefill chunk (0: the default)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
   cmd->add_flag("--no-vskip", a.no_vskip, "ReLU^2 attention reads every value row, weight 0 or not");
   cmd->add_flag("--no-neuron-skip", a.no_neuron_skip, "ReLU^2 FFNs read every down row, fired or not");
   add_kv_option(cmd, a.kv);
