@@ -461,14 +461,9 @@ void forward_batch(std::span<const BatchRow> rows, BatchScratch& b) {
   const int64_t n = int64_t(rows.size()), d = c.d_model;
   b.reserve(n, c);  // grows once to the largest batch
   check_batch(rows, m, b.state_of);
-  const auto use = [&](int64_t j) -> Session& {
-    Session& s = *rows[size_t(j)].session;
-    s.use(s.rows_[size_t(b.state_of[size_t(j)])]);
-    return s;
-  };
   b.active.clear();
   for (int64_t j = 0; j < n; ++j) {
-    use(j).embed(rows[size_t(j)].token);
+    Session::enter_row(rows, b, int32_t(j)).embed(rows[size_t(j)].token);
     b.active.push_back(int32_t(j));
   }
   float *x = b.x.data(), *y = b.y.data();
@@ -492,7 +487,8 @@ void forward_batch(std::span<const BatchRow> rows, BatchScratch& b) {
         const int32_t j = b.active[a];
         BatchedRow batched = Session::batched_row(i, rows, b, int64_t(a));
         batched.bridge_x = nullptr;  // each row fills its bridged caches as it goes
-        if (use(j).mixer_step(i, rows[size_t(j)].all_layers, x + int64_t(live) * d, batched)) b.active[live++] = j;
+        if (Session::enter_row(rows, b, j).mixer_step(i, rows[size_t(j)].all_layers, x + int64_t(live) * d, batched))
+          b.active[live++] = j;
       }
       b.active.resize(live);
     }
@@ -500,7 +496,7 @@ void forward_batch(std::span<const BatchRow> rows, BatchScratch& b) {
     if (live == 0) break;
     // The FFN of every live row at once (a single row: the decode path).
     const int64_t na = int64_t(live);
-    Session& s0 = use(b.active[0]);
+    Session& s0 = Session::enter_row(rows, b, b.active[0]);
     if (na == 1) {
       s0.run_ffn(i, x, y);
     } else {
@@ -520,10 +516,10 @@ void forward_batch(std::span<const BatchRow> rows, BatchScratch& b) {
         }
       }
     }
-    for (int64_t a = 0; a < na; ++a) use(b.active[size_t(a)]).ffn_step(i, y + a * d);
+    for (int64_t a = 0; a < na; ++a) Session::enter_row(rows, b, b.active[size_t(a)]).ffn_step(i, y + a * d);
   }
   for (int64_t j = 0; j < n; ++j)
-    if (rows[size_t(j)].logits) use(j).finish(rows[size_t(j)].logits);
+    if (rows[size_t(j)].logits) Session::enter_row(rows, b, int32_t(j)).finish(rows[size_t(j)].logits);
 }
 
 }  // namespace wren

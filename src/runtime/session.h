@@ -195,6 +195,8 @@ class Session {
   // The bridged layers' cache entries of every active row from scratch.bridge_x: K and V (or
   // MLA's W_kva) as one GEMM per matrix, then each row's entry appended in row order.
   static void fill_bridges(int layer, std::span<const BatchRow> rows, BatchScratch& scratch);
+  // The session of batch row j, switched to that row's residual state (use()).
+  static Session& enter_row(std::span<const BatchRow> rows, const BatchScratch& scratch, int32_t j);
   static int64_t batch_inputs(int layer, std::span<const BatchRow> rows, BatchScratch& scratch);
   static void batch_outputs(int layer, std::span<const BatchRow> rows, BatchScratch& scratch);
   // A Gated DeltaNet layer for a prompt's rows (one session, in order) through the chunked

@@ -14,6 +14,12 @@
 
 namespace wren {
 
+Session& Session::enter_row(std::span<const BatchRow> rows, const BatchScratch& b, int32_t j) {
+  Session& s = *rows[size_t(j)].session;
+  s.use(s.rows_[size_t(b.state_of[size_t(j)])]);
+  return s;
+}
+
 void Session::recurrent_batch(int i, std::span<const BatchRow> rows, BatchScratch& b) {
   Session& s = *rows[0].session;
   const ModelConfig& c = s.model().config;
@@ -23,7 +29,7 @@ void Session::recurrent_batch(int i, std::span<const BatchRow> rows, BatchScratc
   int64_t live = 0;
   for (int64_t a = 0; a < n; ++a) {
     const int32_t j = b.active[size_t(a)];
-    s.use(s.rows_[size_t(b.state_of[size_t(j)])]);
+    enter_row(rows, b, j);  // one session: every row is s
     if (s.mixer_input(i, rows[size_t(j)].all_layers, b.xn.data() + live * d, true, batched_row(i, rows, b, a)))
       b.attends[size_t(a)] = 1, ++live;
   }
@@ -36,8 +42,7 @@ void Session::recurrent_batch(int i, std::span<const BatchRow> rows, BatchScratc
   gdn_prefill(s.model().layers[size_t(i)].gdn, c.mixer(i), c, b.xn.data(), live, s.gdn_[size_t(i)], s.gdn_scratch_, y,
               s.pool_);
   for (int64_t a = 0; a < live; ++a) {
-    s.use(s.rows_[size_t(b.state_of[size_t(b.active[size_t(a)])])]);
-    s.mixer_output(i, y + a * d, x + a * d);
+    enter_row(rows, b, b.active[size_t(a)]).mixer_output(i, y + a * d, x + a * d);
   }
 }
 
@@ -61,12 +66,6 @@ void Session::fill_bridges(int i, std::span<const BatchRow> rows, BatchScratch& 
   const ModelConfig& c = m.config;
   const std::vector<int>& bridged = m.bridges_at[size_t(i)];
   const int64_t n = int64_t(b.active.size()), d = c.d_model, ldx = int64_t(bridged.size()) * d;
-  const auto use = [&](int64_t a) -> Session& {
-    const int32_t j = b.active[size_t(a)];
-    Session& s = *rows[size_t(j)].session;
-    s.use(s.rows_[size_t(b.state_of[size_t(j)])]);
-    return s;
-  };
   const auto grow = [](std::vector<float>& v, int64_t size) {
     if (v.size() < size_t(size)) v.resize(size_t(size));
   };
@@ -78,7 +77,7 @@ void Session::fill_bridges(int i, std::span<const BatchRow> rows, BatchScratch& 
     if (spec.kind == MixerKind::mla) {
       mla_batch_inputs({w.mla, spec, c, x, ldx, n, true, nullptr, 0}, b.mla, s0.pool_);
       for (int64_t a = 0; a < n; ++a) {
-        Session& s = use(a);
+        Session& s = enter_row(rows, b, b.active[size_t(a)]);
         mla_append_projected(w.mla, spec, c, b.mla.kv_row(a), s.r_->pos, s.mla_[size_t(jl)]);
       }
       continue;
@@ -89,7 +88,7 @@ void Session::fill_bridges(int i, std::span<const BatchRow> rows, BatchScratch& 
     run_batch_products(kv, s0.pool_);
     for (int64_t a = 0; a < n; ++a) {
       const Projected p{nullptr, b.bridge_k.data() + a * kw, b.bridge_v.data() + a * vw};
-      use(a).fill_cache(jl, x + a * ldx, &p);
+      enter_row(rows, b, b.active[size_t(a)]).fill_cache(jl, x + a * ldx, &p);
     }
   }
 }
@@ -101,8 +100,7 @@ void Session::engram_batch(int i, std::span<const BatchRow> rows, BatchScratch& 
   engram_gate_batch_reserve(w.engram, hasher, n, b.engram);
   for (int64_t a = 0; a < n; ++a) {
     const int32_t j = b.active[size_t(a)];
-    Session& s = *rows[size_t(j)].session;
-    s.use(s.rows_[size_t(b.state_of[size_t(j)])]);
+    Session& s = enter_row(rows, b, j);
     engram_lookup(hasher, w.engram.tables, s.ngram_context(hasher.max_order()), b.engram.e_row(a), b.engram.rows);
   }
   engram_gate_batch_project(w.engram, n, b.engram, rows[0].session->pool_);
@@ -115,8 +113,7 @@ int64_t Session::batch_inputs(int i, std::span<const BatchRow> rows, BatchScratc
   int64_t nq = 0;
   for (int64_t a = 0; a < n; ++a) {
     const int32_t j = b.active[size_t(a)];
-    Session& s = *rows[size_t(j)].session;
-    s.use(s.rows_[size_t(b.state_of[size_t(j)])]);
+    Session& s = enter_row(rows, b, j);
     float* xn = b.xn.data() + a * d;
     if (!s.mixer_input(i, rows[size_t(j)].all_layers, xn, false, batched_row(i, rows, b, a))) continue;
     b.attends[size_t(a)] = 1;
@@ -133,8 +130,7 @@ void Session::batch_outputs(int i, std::span<const BatchRow> rows, BatchScratch&
   for (int64_t a = 0; a < n; ++a) {
     if (!b.attends[size_t(a)]) continue;
     const int32_t j = b.active[size_t(a)];
-    Session& s = *rows[size_t(j)].session;
-    s.use(s.rows_[size_t(b.state_of[size_t(j)])]);
+    Session& s = enter_row(rows, b, j);
     s.mixer_output(i, y + live * d, x + live * d);
     b.active[size_t(live++)] = j;
   }
@@ -149,11 +145,6 @@ void Session::attention_batch(int i, std::span<const BatchRow> rows, BatchScratc
   const AttentionWeights& w = m.layers[size_t(i)].attn;
   const bool own_kv = c.layers[size_t(i)].kv.kind == KvSourceKind::own && c.has_cache(i);
   const int64_t d = c.d_model, n = int64_t(b.active.size());
-  const auto use = [&](int32_t j) -> Session& {
-    Session& s = *rows[size_t(j)].session;
-    s.use(s.rows_[size_t(b.state_of[size_t(j)])]);
-    return s;
-  };
   // 1. Every row's normed input; the rows that go on attend, the others (early exit) only
   // add their cache entry.
   const int64_t nq = batch_inputs(i, rows, b);
@@ -165,7 +156,7 @@ void Session::attention_batch(int i, std::span<const BatchRow> rows, BatchScratc
   attention_batch_inputs({w, spec, b.xn.data(), d, n, own_kv, b.xq.data(), nq}, b.attention, s0.pool_);
   // 3. Row by row in order: the cache entry, then the attention over the rows before it.
   for (int64_t a = 0, q = 0; a < n; ++a) {
-    Session& s = use(b.active[size_t(a)]);
+    Session& s = enter_row(rows, b, b.active[size_t(a)]);
     const bool attends = b.attends[size_t(a)];
     const Projected p = b.attention.row(attends ? q : -1, a);
     if (attends) s.run_mixer(i, b.xq.data() + q * d, b.attention.o_row(q), &p), ++q;
@@ -193,8 +184,7 @@ void Session::mla_batch(int i, std::span<const BatchRow> rows, BatchScratch& b) 
   // Row by row in order: the cache entry, then the absorbed attention over positions 0..pos.
   for (int64_t a = 0, q = 0; a < n; ++a) {
     const int32_t j = b.active[size_t(a)];
-    Session& s = *rows[size_t(j)].session;
-    s.use(s.rows_[size_t(b.state_of[size_t(j)])]);
+    Session& s = enter_row(rows, b, j);
     MlaCache& cache = s.mla_[size_t(i)];
     if (own_kv) mla_append_projected(w, spec, c, b.mla.kv_row(a), s.r_->pos, cache);
     if (b.attends[size_t(a)])
