@@ -87,10 +87,10 @@ TEST(KernelsQuantizeActivation, FollowsItsDefinition) {
         EXPECT_EQ(xq.sums[size_t(g)], sum) << "group " << g;
       }
       EXPECT_EQ(xq.scales[0], 0.0f);
-      if (group == 32 && n % 256 == 0) {  // decode order: word k of group l at place 8 k + l
+      if (group == 32) {  // decode order: word k of group l at place 8 k + l; the tail as stored
         for (int64_t c = 0; c < n; ++c) {
           const int64_t b = c / 256 * 256, word = (c % 256) / 4, k = word / 8, l = word % 8;
-          const int64_t from = b + 32 * l + 4 * k + c % 4;
+          const int64_t from = b + 256 > n ? c : b + 32 * l + 4 * k + c % 4;
           ASSERT_EQ(xq.q_lanes[size_t(c)], xq.q[size_t(from)]) << "col " << c;
           ASSERT_EQ(xq.q_nibble_lanes[size_t(c)], xq.q_nibble_order[size_t(from)]) << "col " << c;
         }
@@ -177,7 +177,8 @@ TEST(KernelsQuantizedDot, EveryPathMatchesTheExactSum) {
 // Packed weights (decode order, pack_for_dot): the x86 paths read only the packed copy, so
 // the stored values they must not read are poisoned (every byte 0x5A, a matrix whose dots
 // differ); every path still matches the exact sum of the true matrix. Shapes: one and
-// several 256-column blocks, row counts off the multi-row blocks; values: random, and the
+// several 256-column blocks, with and without a tail of 1-7 groups (960 = 3 blocks and 6
+// groups, as nenya's d), tails alone, row counts off the multi-row blocks; values: random, and the
 // extremes that would overflow an int16 pair sum or a biased byte (q4 nibbles all 15 or all
 // 0, q8 values +-127, x at +-127 in every lane).
 TEST(KernelsPackedDot, EveryPathReadsThePackedCopyAndMatchesTheExactSum) {
@@ -191,10 +192,12 @@ TEST(KernelsPackedDot, EveryPathReadsThePackedCopyAndMatchesTheExactSum) {
   std::vector<Case> cases;
   for (DType t : {DType::q8, DType::q4}) {
     for (int64_t rows : {1, 5, 13})
-      for (int64_t cols : {256, 768, 2048}) cases.push_back({t, rows, cols, -1, 0.0f});
-    cases.push_back({t, 6, 512, t == DType::q4 ? 0xFF : 127, 3.0f});
-    cases.push_back({t, 6, 512, t == DType::q4 ? 0x00 : -127, 3.0f});
-    cases.push_back({t, 6, 512, t == DType::q4 ? 0xFF : 127, -3.0f});
+      for (int64_t cols : {256, 768, 2048, 32, 224, 288, 960}) cases.push_back({t, rows, cols, -1, 0.0f});
+    for (int64_t cols : {512, 480}) {
+      cases.push_back({t, 6, cols, t == DType::q4 ? 0xFF : 127, 3.0f});
+      cases.push_back({t, 6, cols, t == DType::q4 ? 0x00 : -127, 3.0f});
+      cases.push_back({t, 6, cols, t == DType::q4 ? 0xFF : 127, -3.0f});
+    }
   }
   for (const Case& cs : cases) {
     SCOPED_TRACE(std::string(to_string(cs.type)) + " " + std::to_string(cs.rows) + "x" + std::to_string(cs.cols) +
@@ -231,7 +234,7 @@ TEST(KernelsPackedDot, EveryPathReadsThePackedCopyAndMatchesTheExactSum) {
       }
     });
   }
-  const Matrix odd = encode_matrix(randn(4 * 96, rng).data(), 4, 96, DType::q8, 32);
+  const Matrix odd = encode_matrix(randn(4 * 128, rng).data(), 4, 128, DType::q8, 64);  // decode order is for group 32
   EXPECT_FALSE(packable(odd.view()));
   std::vector<uint8_t> out(odd.values.size());
   EXPECT_THROW(pack_for_dot(odd.view(), out.data()), KernelError);

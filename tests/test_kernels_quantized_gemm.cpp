@@ -96,8 +96,8 @@ TEST(KernelsQuantizedGemm, EveryPathMatchesTheExactSumAndItsMatvec) {
 // the stored values are poisoned (every byte 0x5A, a matrix whose products differ); every
 // path still matches the exact sum of the true matrix and, bit for bit, its own matvec on
 // the same views (a batch row gets what decode gives it alone). Odd row counts, one and
-// several 256-column blocks, every token remainder of the tiles, and the extremes that would
-// overflow an int16 pair sum or a biased byte.
+// several 256-column blocks, tails of fewer than 8 groups, every token remainder of the
+// tiles, and the extremes that would overflow an int16 pair sum or a biased byte.
 TEST(KernelsQuantizedGemm, PackedCopiesAreReadInsteadOfTheRows) {
   std::mt19937 rng(65);
   struct PackedCase {
@@ -108,9 +108,11 @@ TEST(KernelsQuantizedGemm, PackedCopiesAreReadInsteadOfTheRows) {
   std::vector<PackedCase> cases;
   for (DType t : {DType::q8, DType::q4}) {
     for (int64_t rows : {1, 7, 13})
-      for (int64_t cols : {256, 768}) cases.push_back({t, rows, cols, -1});
-    cases.push_back({t, 5, 512, t == DType::q4 ? 0xFF : 127});
-    cases.push_back({t, 5, 512, t == DType::q4 ? 0x00 : -127});
+      for (int64_t cols : {256, 768, 96, 960}) cases.push_back({t, rows, cols, -1});  // 960: 3 blocks + a 6-group tail
+    for (int64_t cols : {512, 480}) {
+      cases.push_back({t, 5, cols, t == DType::q4 ? 0xFF : 127});
+      cases.push_back({t, 5, cols, t == DType::q4 ? 0x00 : -127});
+    }
   }
   for (const PackedCase& k : cases) {
     SCOPED_TRACE(std::string(to_string(k.type)) + " " + std::to_string(k.rows) + "x" + std::to_string(k.cols) +

@@ -59,7 +59,8 @@ struct QuantizedActivation {
   // its 16 odd columns (low nibbles then high nibbles of 16 bytes). Filled when G % 32 == 0.
   std::vector<int8_t> q_nibble_order;
   // [n] q and q_nibble_order in decode order (pack_for_dot below), for packed q8 and q4
-  // weights. Filled when G == 32 and n % 256 == 0.
+  // weights: whole 256-column blocks transposed, the tail as in q / q_nibble_order.
+  // Filled when G == 32.
   std::vector<int8_t> q_lanes, q_nibble_lanes;
   std::vector<float> scales;    // [n / G] s_g
   // [n / G] sum_{i in g} q_i. q4 stores v + 8, so sum (v + 8) q = sum v q + 8 sums_g.
@@ -98,14 +99,16 @@ void quantize_batch(const float* x, int64_t n, int64_t cols, int64_t ldx, int gr
 void matmul_range(const MatrixView& w, const ActivationBatch& x, float* y, int64_t ldy, int64_t r0,
                   int64_t r1);
 
-// Decode order. A q8 / q4 matrix of group 32 whose rows are whole blocks of 8 groups
-// (cols % 256 == 0) may carry a copy of its values (MatrixView::packed) in which every
-// block of 8 groups of a row is transposed as a matrix of 4-byte words: word k of group l
-// moves to place 8 k + l. One 256-bit load then holds 4 bytes of each of the 8 groups, so
-// lane l of the int32 sums is group l's sum, and a row's sums are converted and scaled by
-// s_w s_x once per 8 groups (one convert, one FMA) instead of once per group. The
-// activation is arranged the same way once per matvec (q_lanes, q_nibble_lanes). The bytes
-// are the file's, permuted within each row, so a token reads as many bytes as before.
+// Decode order. A q8 / q4 matrix of group 32 may carry a copy of its values
+// (MatrixView::packed) in which every whole block of 8 groups (256 columns) of a row is
+// transposed as a matrix of 4-byte words: word k of group l moves to place 8 k + l. One
+// 256-bit load then holds 4 bytes of each of the 8 groups, so lane l of the int32 sums is
+// group l's sum, and a row's sums are converted and scaled by s_w s_x once per 8 groups (one
+// convert, one FMA) instead of once per group. The row's last cols % 256 columns (the tail,
+// fewer than 8 groups: nenya's d = 960 is 3 blocks and 6 groups) stay in stored order after
+// the blocks and are dotted group by group. The activation is arranged the same way once per
+// matvec (q_lanes, q_nibble_lanes). The bytes are the file's, permuted within each row, so a
+// token reads as many bytes as before.
 bool packable(const MatrixView& w);
 // Writes w's values in decode order to out ([w.rows * w.row_bytes()]); w must be packable
 // (KernelError otherwise). Set the result as w.packed to use it.

@@ -33,39 +33,41 @@ void quantize_activation(const float* x, int64_t n, int group, QuantizedActivati
         out.q_nibble_order[size_t(b + 16 + j)] = out.q[size_t(b + 2 * j + 1)];
       }
   }
-  if (group == 32 && n % 256 == 0) {
+  if (group == 32) {
     if (out.q_lanes.size() < size_t(n)) out.q_lanes.resize(size_t(n)), out.q_nibble_lanes.resize(size_t(n));
-    quantized::transpose_words(out.q.data(), n / 256, 8, out.q_lanes.data());
-    quantized::transpose_words(out.q_nibble_order.data(), n / 256, 8, out.q_nibble_lanes.data());
+    quantized::decode_order(out.q.data(), n, 8, out.q_lanes.data());
+    quantized::decode_order(out.q_nibble_order.data(), n, 8, out.q_nibble_lanes.data());
   } else {
-    out.q_lanes.clear();  // keeps the capacity: a later call of a packable size allocates nothing
+    out.q_lanes.clear();  // keeps the capacity: a later call of group 32 allocates nothing
     out.q_nibble_lanes.clear();
   }
 }
 
 bool packable(const MatrixView& w) {
-  return (w.type == DType::q8 || w.type == DType::q4) && w.group == 32 && w.cols % 256 == 0 && w.data;
+  return (w.type == DType::q8 || w.type == DType::q4) && w.group == 32 && w.data;
 }
 
 void pack_for_dot(const MatrixView& w, uint8_t* out) {
   if (!packable(w))
     throw KernelError("pack_for_dot: a " + std::string(to_string(w.type)) + " matrix of " + std::to_string(w.cols) +
                       " columns, group " + std::to_string(w.group) +
-                      " (needs q8 / q4, group 32, columns a multiple of 256)");
+                      " (needs q8 / q4 of group 32)");
   const int64_t row = w.row_bytes();
   const int words = w.type == DType::q8 ? 8 : 4;  // 32 or 16 bytes per group
   for (int64_t r = 0; r < w.rows; ++r)
-    quantized::transpose_words(static_cast<const uint8_t*>(w.data) + r * row, w.cols / 256, words, out + r * row);
+    quantized::decode_order(static_cast<const uint8_t*>(w.data) + r * row, w.cols, words, out + r * row);
 }
 
 namespace quantized {
 
-void transpose_words(const void* in, int64_t blocks, int words, void* out) {
+void decode_order(const void* in, int64_t cols, int words, void* out) {
   const auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
-  for (int64_t b = 0; b < blocks; ++b, src += 32 * words, dst += 32 * words)
+  const int64_t block = 32 * words, blocks = cols / 256;  // bytes of 8 groups; whole blocks
+  for (int64_t b = 0; b < blocks; ++b, src += block, dst += block)
     for (int l = 0; l < 8; ++l)
       for (int k = 0; k < words; ++k) std::memcpy(dst + 4 * (8 * k + l), src + 4 * (words * l + k), 4);
+  std::memcpy(dst, src, size_t(cols % 256 / 32 * 4 * words));  // the tail, in stored order
 }
 
 void q8_rows_scalar(const MatrixView& w, const QuantizedActivation& xq, int64_t r0, int64_t r1,

@@ -76,12 +76,13 @@ PathList arch_paths();
 void quantize_activation_groups(const float* x, int64_t n, int group, int8_t* q, float* scales,
                                 int32_t* sums);
 
-// Decode order (ops.h pack_for_dot): per block of 8 groups of `words` 4-byte words each,
-// word k of group l goes to place 8 k + l. in and out do not overlap.
-void transpose_words(const void* in, int64_t blocks, int words, void* out);
+// Decode order (ops.h pack_for_dot) of one row of `cols` columns in groups of 32, each group
+// `words` 4-byte words: per whole block of 8 groups, word k of group l goes to place 8 k + l;
+// the last cols % 256 columns are copied as they are. in and out do not overlap.
+void decode_order(const void* in, int64_t cols, int words, void* out);
 // Whether the SIMD paths may read w.packed with this activation.
 inline bool use_packed(const MatrixView& w, const QuantizedActivation& xq) {
-  return w.packed && w.group == 32 && w.cols % 256 == 0 && !xq.q_lanes.empty();
+  return w.packed && w.group == 32 && !xq.q_lanes.empty();
 }
 
 // out[r - r0] = W[r,:] . x for r in [r0, r1) of a q8 / q4 matrix, on the active path.

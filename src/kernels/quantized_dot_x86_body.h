@@ -150,22 +150,56 @@ void q4_pairs_block(const MatrixView& w, const QuantizedActivation& xq, int64_t 
   WREN_UNROLL for (int j = 0; j < R; ++j) out[j] = hsum(acc[j]);
 }
 
-// Packed weights (decode order, ops.h pack_for_dot), G = 32 and cols % 256 == 0: register
-// k of a block of 8 groups holds word k of each group, so lane l of an int32 sum belongs to
-// group l, and the R rows' sums are scaled once per block by the 8 products s_w s_x, which
-// lie in the same lane order as the f16 scales of the row. q8: 8 registers per row and
-// block, each one dot_s8s8 (its offset per lane from the groups' sums of q_x).
+// The tail of a packed row (ops.h pack_for_dot): the groups after its whole 256-column
+// blocks, fewer than 8, in stored order. Group by group for R rows x C tokens, as rows_block:
+// one int32 sum per group (its offset in lane 0: -8 sum q_x for q4, s8s8_offset's for q8),
+// converted and scaled by its own s_w s_x into acc. row[j] points at row j's tail, and the
+// activations' tails lie in stored order too, from column 256 * blocks on.
+template <int R, int C, bool kQ4>
+inline void packed_tail(const uint8_t* const* row, const F16* const* sw, const QuantizedActivation* xq,
+                        int64_t blocks, int64_t groups, __m256 (*acc)[C]) {
+  for (int64_t g = 8 * blocks; g < groups; ++g) {
+    const int64_t k = g - 8 * blocks;
+    __m256i xv[C], isum[R][C];
+    WREN_UNROLL for (int t = 0; t < C; ++t) {
+      const int8_t* x = kQ4 ? xq[t].q_nibble_lanes.data() : xq[t].q_lanes.data();
+      xv[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32 * g));
+      const int32_t sum = xq[t].sums[size_t(g)];
+      const __m256i offset = kQ4 ? _mm256_setr_epi32(-8 * sum, 0, 0, 0, 0, 0, 0, 0)
+                                 : s8s8_offset(_mm256_setr_epi32(sum, 0, 0, 0, 0, 0, 0, 0));
+      WREN_UNROLL for (int j = 0; j < R; ++j) isum[j][t] = offset;
+    }
+    WREN_UNROLL for (int j = 0; j < R; ++j) {
+      if constexpr (kQ4) {
+        const __m256i a = unpack_nibbles(row[j] + 16 * k);
+        WREN_UNROLL for (int t = 0; t < C; ++t) isum[j][t] = dot_u8s8(isum[j][t], a, xv[t]);
+      } else {
+        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row[j] + 32 * k));
+        WREN_UNROLL for (int t = 0; t < C; ++t) isum[j][t] = dot_s8s8(isum[j][t], q, xv[t]);
+      }
+      const float s = _cvtsh_ss(sw[j][g].bits);
+      WREN_UNROLL for (int t = 0; t < C; ++t)
+        acc[j][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j][t]), _mm256_set1_ps(s * xq[t].scales[size_t(g)]), acc[j][t]);
+    }
+  }
+}
+
+// Packed weights (decode order, ops.h pack_for_dot), G = 32: register k of a block of 8
+// groups holds word k of each group, so lane l of an int32 sum belongs to group l, and the R
+// rows' sums are scaled once per block by the 8 products s_w s_x, which lie in the same lane
+// order as the f16 scales of the row; then the tail (packed_tail). q8: 8 registers per row
+// and block, each one dot_s8s8 (its offset per lane from the groups' sums of q_x).
 template <int R>
 void q8_packed_block(const MatrixView& w, const QuantizedActivation& xq, int64_t r, float* out) {
   const int64_t blocks = w.cols / 256;
   const int8_t* x = xq.q_lanes.data();
   const int8_t* row[R];
   const F16* sw[R];
-  __m256 acc[R];
+  __m256 acc[R][1];
   WREN_UNROLL for (int j = 0; j < R; ++j) {
     row[j] = static_cast<const int8_t*>(w.packed) + (r + j) * w.cols;
     sw[j] = w.row_scales(r + j);
-    acc[j] = _mm256_setzero_ps();
+    acc[j][0] = _mm256_setzero_ps();
   }
   for (int64_t b = 0; b < blocks; ++b) {
     const __m256i offset = s8s8_offset(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq.sums.data() + 8 * b)));
@@ -179,10 +213,13 @@ void q8_packed_block(const MatrixView& w, const QuantizedActivation& xq, int64_t
     const __m256 sx = _mm256_loadu_ps(xq.scales.data() + 8 * b);
     WREN_UNROLL for (int j = 0; j < R; ++j) {
       const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sw[j] + 8 * b))), sx);
-      acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j]), d, acc[j]);
+      acc[j][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j]), d, acc[j][0]);
     }
   }
-  WREN_UNROLL for (int j = 0; j < R; ++j) out[j] = hsum(acc[j]);
+  const uint8_t* tail[R];
+  WREN_UNROLL for (int j = 0; j < R; ++j) tail[j] = reinterpret_cast<const uint8_t*>(row[j]) + 256 * blocks;
+  packed_tail<R, 1, false>(tail, sw, &xq, blocks, w.groups(), acc);
+  WREN_UNROLL for (int j = 0; j < R; ++j) out[j] = hsum(acc[j][0]);
 }
 
 // q4: 4 registers (128 bytes) per row and block; register k's low nibbles meet register k of
@@ -197,11 +234,11 @@ void q4_packed_block(const MatrixView& w, const QuantizedActivation& xq, int64_t
   const __m256i low = _mm256_set1_epi8(0x0F);
   const uint8_t* row[R];
   const F16* sw[R];
-  __m256 acc[R];
+  __m256 acc[R][1];
   WREN_UNROLL for (int j = 0; j < R; ++j) {
     row[j] = static_cast<const uint8_t*>(w.packed) + (r + j) * (w.cols / 2);
     sw[j] = w.row_scales(r + j);
-    acc[j] = _mm256_setzero_ps();
+    acc[j][0] = _mm256_setzero_ps();
   }
   for (int64_t b = 0; b < blocks; ++b) {
     const __m256i sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq.sums.data() + 8 * b));
@@ -240,19 +277,22 @@ void q4_packed_block(const MatrixView& w, const QuantizedActivation& xq, int64_t
     const __m256 sx = _mm256_loadu_ps(xq.scales.data() + 8 * b);
     WREN_UNROLL for (int j = 0; j < R; ++j) {
       const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sw[j] + 8 * b))), sx);
-      acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j]), d, acc[j]);
+      acc[j][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j]), d, acc[j][0]);
     }
   }
-  WREN_UNROLL for (int j = 0; j < R; ++j) out[j] = hsum(acc[j]);
+  const uint8_t* tail[R];
+  WREN_UNROLL for (int j = 0; j < R; ++j) tail[j] = row[j] + 128 * blocks;
+  packed_tail<R, 1, true>(tail, sw, &xq, blocks, w.groups(), acc);
+  WREN_UNROLL for (int j = 0; j < R; ++j) out[j] = hsum(acc[j][0]);
 }
 
 // Rows [r0, r1). Groups that are not whole 32-column blocks go to the plain path. q8 rows,
 // packed or not, are streamed one at a time, a single sequential stream per thread: four
 // rows side by side (four streams 256 bytes apart per step) read 1 GiB of packed q8 rows at
 // a third of the speed on Zen 4 under KVM (4.5 vs 13.9 GB/s, 1 thread), and unpacked ones
-// (nenya's d = 960 is no multiple of 256) decoded nenya 25% slower (10.5 vs 13.2 tokens/s,
-// 2 threads); reloading the activation from L1 per row costs far less. q4 rows: kRows at a
-// time, then the rest one at a time.
+// decoded nenya 25% slower (10.5 vs 13.2 tokens/s, 2 threads, before its d = 960 rows were
+// packed with a tail); reloading the activation from L1 per row costs far less. q4 rows:
+// kRows at a time, then the rest one at a time.
 void q8_rows(const MatrixView& w, const QuantizedActivation& xq, int64_t r0, int64_t r1,
              float* out) {
   if (w.group % 32 != 0) return q8_rows_scalar(w, xq, r0, r1, out);
@@ -439,6 +479,9 @@ void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, 
       }
     }
   }
+  const uint8_t* tail[R];
+  WREN_UNROLL for (int j = 0; j < R; ++j) tail[j] = row[j] + (kQ4 ? 128 : 256) * blocks;
+  packed_tail<R, C, kQ4>(tail, sw, xq, blocks, w.groups(), acc);
   WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t) y[t * ldy + j] = hsum(acc[j][t]);
 }
 

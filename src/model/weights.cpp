@@ -124,7 +124,7 @@ void PackedWeights::pack(kernels::MatrixView& w) {
   const size_t n = size_t(w.rows * w.row_bytes()), scales = size_t(w.rows * w.groups()) * sizeof(kernels::F16);
   uint8_t* values = arena_.allocate(n + scales);
   kernels::pack_for_dot(w, values);
-  std::memcpy(values + n, w.scales, scales);  // n is a multiple of 256 (packable): the f16 copy is aligned
+  std::memcpy(values + n, w.scales, scales);  // n is a multiple of 16 (group 32): the f16 copy is aligned
   w.packed = values;
   w.scales = reinterpret_cast<const kernels::F16*>(values + n);
   bytes_ += double(n + scales);
