@@ -178,44 +178,57 @@ Direct direct_coefficients(const std::vector<float>& phi, const std::vector<floa
   return out;
 }
 
+// With phi's transposed copy (PackedWeights::transposed, as the load makes it), phi itself is
+// poisoned with NaN: the copy is what the projection reads.
+MhcWeights with_transposed_copy(MhcWeights w, PackedWeights& store, std::vector<float>& poisoned) {
+  w.phi_t = store.transposed(w.phi);
+  poisoned.assign(size_t(w.phi.rows * w.phi.cols), NAN);
+  w.phi = kernels::MatrixView::f32(poisoned.data(), w.phi.rows, w.phi.cols);
+  return w;
+}
+
 TEST(MhcBoundary, EqualsDirectTranscription) {
-  for (int n : {1, 2, 4}) {
-    const int d = 24, outputs = n * n + 2 * n, iters = 20;
-    const float eps = 1e-6f;
-    for (uint32_t seed = 0; seed < 5; ++seed) {
-      const std::vector<float> phi = normal(static_cast<size_t>(n * d * outputs), 0.3f, seed * 10 + 1);
-      const std::vector<float> alpha = normal(3, 1.0f, seed * 10 + 2);
-      const std::vector<float> bias = normal(static_cast<size_t>(outputs), 1.0f, seed * 10 + 3);
-      const std::vector<float> x = normal(static_cast<size_t>(n * d), 2.0f, seed * 10 + 4);
-      const std::vector<float> f = normal(static_cast<size_t>(d), 1.0f, seed * 10 + 5);
-      MhcWeights w{kernels::MatrixView::f32(phi.data(), int64_t(n) * d, outputs), alpha, bias};
+  for (int n : {1, 2, 4})
+    for (bool transposed : {false, true}) {
+      const int d = 24, outputs = n * n + 2 * n, iters = 20;
+      const float eps = 1e-6f;
+      for (uint32_t seed = 0; seed < 5; ++seed) {
+        const std::vector<float> phi = normal(static_cast<size_t>(n * d * outputs), 0.3f, seed * 10 + 1);
+        const std::vector<float> alpha = normal(3, 1.0f, seed * 10 + 2);
+        const std::vector<float> bias = normal(static_cast<size_t>(outputs), 1.0f, seed * 10 + 3);
+        const std::vector<float> x = normal(static_cast<size_t>(n * d), 2.0f, seed * 10 + 4);
+        const std::vector<float> f = normal(static_cast<size_t>(d), 1.0f, seed * 10 + 5);
+        MhcWeights w{kernels::MatrixView::f32(phi.data(), int64_t(n) * d, outputs), alpha, bias};
+        PackedWeights store;
+        std::vector<float> poisoned;
+        if (transposed) w = with_transposed_copy(w, store, poisoned);
 
-      MhcBoundary b;
-      MhcScratch s;
-      mhc_coefficients(w, n, d, eps, iters, x.data(), b, s);
-      std::vector<float> h(static_cast<size_t>(d)), streams = x;
-      mhc_read(b, n, d, streams.data(), h.data());
-      mhc_write(b, n, d, f.data(), streams.data(), s);
+        MhcBoundary b;
+        MhcScratch s;
+        mhc_coefficients(w, n, d, eps, iters, x.data(), b, s);
+        std::vector<float> h(static_cast<size_t>(d)), streams = x;
+        mhc_read(b, n, d, streams.data(), h.data());
+        mhc_write(b, n, d, f.data(), streams.data(), s);
 
-      const Direct ref = direct_coefficients(phi, alpha, bias, n, d, eps, iters, x);
-      for (int j = 0; j < n; ++j) {
-        EXPECT_NEAR(b.pre[size_t(j)], ref.pre[size_t(j)], 1e-5);
-        EXPECT_NEAR(b.post[size_t(j)], ref.post[size_t(j)], 1e-5);
-      }
-      for (int i = 0; i < n * n; ++i) EXPECT_NEAR(b.C[size_t(i)], ref.C[size_t(i)], 1e-5);
-      for (int c = 0; c < d; ++c) {
-        double hc = 0;
-        for (int j = 0; j < n; ++j) hc += ref.pre[size_t(j)] * x[size_t(j * d + c)];
-        EXPECT_NEAR(h[size_t(c)], hc, 1e-4) << "n " << n << " seed " << seed;
-      }
-      for (int k = 0; k < n; ++k)
-        for (int c = 0; c < d; ++c) {
-          double xk = ref.post[size_t(k)] * f[size_t(c)];
-          for (int j = 0; j < n; ++j) xk += ref.C[size_t(j * n + k)] * x[size_t(j * d + c)];
-          EXPECT_NEAR(streams[size_t(k * d + c)], xk, 1e-4) << "n " << n << " seed " << seed;
+        const Direct ref = direct_coefficients(phi, alpha, bias, n, d, eps, iters, x);
+        for (int j = 0; j < n; ++j) {
+          EXPECT_NEAR(b.pre[size_t(j)], ref.pre[size_t(j)], 1e-5);
+          EXPECT_NEAR(b.post[size_t(j)], ref.post[size_t(j)], 1e-5);
         }
+        for (int i = 0; i < n * n; ++i) EXPECT_NEAR(b.C[size_t(i)], ref.C[size_t(i)], 1e-5);
+        for (int c = 0; c < d; ++c) {
+          double hc = 0;
+          for (int j = 0; j < n; ++j) hc += ref.pre[size_t(j)] * x[size_t(j * d + c)];
+          EXPECT_NEAR(h[size_t(c)], hc, 1e-4) << "n " << n << " seed " << seed;
+        }
+        for (int k = 0; k < n; ++k)
+          for (int c = 0; c < d; ++c) {
+            double xk = ref.post[size_t(k)] * f[size_t(c)];
+            for (int j = 0; j < n; ++j) xk += ref.C[size_t(j * n + k)] * x[size_t(j * d + c)];
+            EXPECT_NEAR(streams[size_t(k * d + c)], xk, 1e-4) << "n " << n << " seed " << seed;
+          }
+      }
     }
-  }
 }
 
 TEST(MhcReadout, GateAndSumEqualDirectTranscription) {
@@ -225,31 +238,35 @@ TEST(MhcReadout, GateAndSumEqualDirectTranscription) {
   const std::vector<float> alpha = {0.7f};
   const std::vector<float> bias = normal(static_cast<size_t>(n), 1.0f, 12);
   const std::vector<float> x = normal(static_cast<size_t>(n * d), 1.5f, 13);
-  MhcWeights w{kernels::MatrixView::f32(phi.data(), int64_t(n) * d, n), alpha, bias};
-  MhcScratch s;
-  std::vector<float> y(static_cast<size_t>(d)), g(static_cast<size_t>(n));
-  mhc_readout(StreamReadout::gate, w, n, d, eps, x.data(), y.data(), s, g.data());
+  MhcWeights stored{kernels::MatrixView::f32(phi.data(), int64_t(n) * d, n), alpha, bias};
+  PackedWeights store;
+  std::vector<float> poisoned;
+  for (const MhcWeights& w : {stored, with_transposed_copy(stored, store, poisoned)}) {
+    MhcScratch s;
+    std::vector<float> y(static_cast<size_t>(d)), g(static_cast<size_t>(n));
+    mhc_readout(StreamReadout::gate, w, n, d, eps, x.data(), y.data(), s, g.data());
 
-  double ss = 0;
-  for (float v : x) ss += double(v) * v;
-  const double r = 1.0 / std::sqrt(ss / (n * d) + eps);
-  std::vector<double> gate(static_cast<size_t>(n));
-  for (int j = 0; j < n; ++j) {
-    double m = 0;
-    for (int i = 0; i < n * d; ++i) m += double(x[size_t(i)]) * phi[size_t(i * n + j)];
-    gate[size_t(j)] = 1.0 / (1.0 + std::exp(-(alpha[0] * r * m + bias[size_t(j)]))) + kMhcReadoutEps;
-    EXPECT_NEAR(g[size_t(j)], gate[size_t(j)], 1e-5);
-  }
-  for (int c = 0; c < d; ++c) {
-    double yc = 0, sum = 0;
+    double ss = 0;
+    for (float v : x) ss += double(v) * v;
+    const double r = 1.0 / std::sqrt(ss / (n * d) + eps);
+    std::vector<double> gate(static_cast<size_t>(n));
     for (int j = 0; j < n; ++j) {
-      yc += gate[size_t(j)] * x[size_t(j * d + c)];
-      sum += x[size_t(j * d + c)];
+      double m = 0;
+      for (int i = 0; i < n * d; ++i) m += double(x[size_t(i)]) * phi[size_t(i * n + j)];
+      gate[size_t(j)] = 1.0 / (1.0 + std::exp(-(alpha[0] * r * m + bias[size_t(j)]))) + kMhcReadoutEps;
+      EXPECT_NEAR(g[size_t(j)], gate[size_t(j)], 1e-5);
     }
-    EXPECT_NEAR(y[size_t(c)], yc, 1e-4);
-    std::vector<float> ysum(static_cast<size_t>(d));
-    mhc_readout(StreamReadout::sum, MhcWeights{}, n, d, eps, x.data(), ysum.data(), s);
-    EXPECT_NEAR(ysum[size_t(c)], sum, 1e-5);
+    for (int c = 0; c < d; ++c) {
+      double yc = 0, sum = 0;
+      for (int j = 0; j < n; ++j) {
+        yc += gate[size_t(j)] * x[size_t(j * d + c)];
+        sum += x[size_t(j * d + c)];
+      }
+      EXPECT_NEAR(y[size_t(c)], yc, 1e-4);
+      std::vector<float> ysum(static_cast<size_t>(d));
+      mhc_readout(StreamReadout::sum, MhcWeights{}, n, d, eps, x.data(), ysum.data(), s);
+      EXPECT_NEAR(ysum[size_t(c)], sum, 1e-5);
+    }
   }
 }
 

@@ -22,20 +22,29 @@ void check_weights(const MhcWeights& w, int n, int d, int64_t outputs, size_t al
   if (w.phi.rows != int64_t(n) * d || w.phi.cols != outputs)
     fail("phi", std::to_string(w.phi.rows) + "x" + std::to_string(w.phi.cols),
          std::to_string(int64_t(n) * d) + "x" + std::to_string(outputs));
+  if (present(w.phi_t) && (w.phi_t.rows != outputs || w.phi_t.cols != int64_t(n) * d))
+    fail("phi's transposed copy", std::to_string(w.phi_t.rows) + "x" + std::to_string(w.phi_t.cols),
+         std::to_string(outputs) + "x" + std::to_string(int64_t(n) * d));
   if (w.alpha.size() != alphas) fail("alpha", std::to_string(w.alpha.size()) + " values", std::to_string(alphas));
   if (w.bias.size() != size_t(outputs)) fail("bias", std::to_string(w.bias.size()) + " values", std::to_string(outputs));
 }
 
-// s.m[0:outputs) = r vec(x) phi with r = 1 / sqrt(mean(vec(x)^2) + eps). vec(x) phi is the sum
-// of phi's rows weighted by the entries of vec(x), which add_rows forms for any storage type.
-void project(const MatrixView& phi, int n, int d, float eps, const float* streams, MhcScratch& s) {
+// s.m[0:outputs) = r vec(x) phi with r = 1 / sqrt(mean(vec(x)^2) + eps): phi^T vec(x) by rows
+// of the transposed copy where the load made one; else the sum of phi's rows weighted by the
+// entries of vec(x), which add_rows forms for any storage type.
+void project(const MhcWeights& w, int n, int d, float eps, const float* streams, MhcScratch& s) {
+  const MatrixView& phi = w.phi;
   const int64_t nd = int64_t(n) * d;
   s.reserve(n, d);
   if (s.m.size() < size_t(phi.cols)) s.m.resize(size_t(phi.cols));
   const double ss = kernels::dot(streams, streams, nd);
   const float r = float(1.0 / std::sqrt(ss / double(nd) + double(eps)));
-  std::fill(s.m.begin(), s.m.begin() + phi.cols, 0.0f);
-  kernels::add_rows(phi, s.row_ids.data(), streams, nd, s.m.data(), nullptr);
+  if (present(w.phi_t)) {
+    kernels::matvec(w.phi_t, streams, s.m.data());
+  } else {
+    std::fill(s.m.begin(), s.m.begin() + phi.cols, 0.0f);
+    kernels::add_rows(phi, s.row_ids.data(), streams, nd, s.m.data(), nullptr);
+  }
   for (int64_t o = 0; o < phi.cols; ++o) s.m[size_t(o)] *= r;
 }
 
@@ -84,7 +93,7 @@ void mhc_coefficients(const MhcWeights& w, int n, int d, float eps, int iters, c
                       MhcScratch& s) {
   const int64_t outputs = int64_t(n) * n + 2 * n;
   check_weights(w, n, d, outputs, 3, "mHC boundary");
-  project(w.phi, n, d, eps, streams, s);
+  project(w, n, d, eps, streams, s);
   const float* m = s.m.data();
   const float* bias = w.bias.data();
   const float a0 = w.alpha[0], a1 = w.alpha[1], a2 = w.alpha[2];
@@ -125,7 +134,7 @@ void mhc_readout(StreamReadout readout, const MhcWeights& w, int n, int d, float
     std::fill(g, g + n, 1.0f);
   } else {
     check_weights(w, n, d, n, 1, "mHC read-out");
-    project(w.phi, n, d, eps, streams, s);
+    project(w, n, d, eps, streams, s);
     for (int j = 0; j < n; ++j) g[j] = kernels::sigmoid(w.alpha[0] * s.m[size_t(j)] + w.bias[size_t(j)]) + kMhcReadoutEps;
   }
   std::fill(y, y + d, 0.0f);

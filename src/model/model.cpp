@@ -67,6 +67,12 @@ std::shared_ptr<const Model> load_model(const ModelConfig& c, std::shared_ptr<co
   for (Slots& s : per_layer)
     for (auto& [name, w] : s.matrices)
       if (!looked_up(name)) pack(*w);
+  const auto transpose = [&](MhcWeights& b) {
+    if (present(b.phi) && (b.phi.type == kernels::DType::f32 || b.phi.type == kernels::DType::bf16))
+      b.phi_t = packed->transposed(b.phi);
+  };
+  for (LayerWeights& l : m.layers) transpose(l.attn_mhc), transpose(l.ffn_mhc);
+  transpose(m.final_mhc);
   m.packed = std::move(packed);
   m.engram = residual_engram_hasher(c);
   for (int i = 0; i < c.n_layers(); ++i) {

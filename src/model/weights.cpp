@@ -130,6 +130,20 @@ void PackedWeights::pack(kernels::MatrixView& w) {
   bytes_ += double(n + scales);
 }
 
+kernels::MatrixView PackedWeights::transposed(const kernels::MatrixView& w) {
+  const bool f32 = w.type == kernels::DType::f32;
+  if (!f32 && w.type != kernels::DType::bf16)
+    throw std::runtime_error("transposed: a " + std::string(kernels::to_string(w.type)) + " matrix (needs f32 or bf16)");
+  const size_t size = f32 ? sizeof(float) : sizeof(kernels::BF16), n = size_t(w.rows * w.cols) * size;
+  uint8_t* out = arena_.allocate(n);
+  const auto* in = static_cast<const uint8_t*>(w.data);
+  for (int64_t r = 0; r < w.rows; ++r)
+    for (int64_t c = 0; c < w.cols; ++c) std::memcpy(out + size * size_t(c * w.rows + r), in + size * size_t(r * w.cols + c), size);
+  bytes_ += double(n);
+  return f32 ? kernels::MatrixView::f32(reinterpret_cast<const float*>(out), w.cols, w.rows)
+             : kernels::MatrixView::bf16(reinterpret_cast<const kernels::BF16*>(out), w.cols, w.rows);
+}
+
 std::vector<float> WeightSource::floats(const TensorInfo& t) const {
   const kernels::MatrixView v = matrix(t);
   std::vector<float> out(size_t(v.rows * v.cols));

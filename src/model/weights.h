@@ -56,6 +56,9 @@ class PackedWeights {
   // Packs w into a buffer of this store and points w.packed at it; leaves a matrix that is
   // not packable (kernels::packable) as it is.
   void pack(kernels::MatrixView& w);
+  // A copy of an f32 / bf16 matrix transposed ([cols, rows], the same values) in this store,
+  // for a product read by columns (x W as W^T x: mHC's phi).
+  kernels::MatrixView transposed(const kernels::MatrixView& w);
   double bytes() const { return bytes_; }
 
  private:
