@@ -292,6 +292,27 @@ TEST(Robustness, RequestErrorsQuoteABoundedPrefix) {
   }
 }
 
+TEST(Robustness, AChatRoleIsQuotedBoundedAndAsValidUtf8) {
+  // Found by fuzz_serve_request (tests/fuzz/corpus/serve_request/role_of_escapes): an unknown
+  // role was quoted whole, so a long one made an unbounded message; and a 60-byte cut could
+  // split a 3-byte character, which the server's JSON error body cannot carry.
+  std::string escapes;
+  for (int i = 0; i < 300; ++i) escapes += "\\uAAAA";
+  for (const std::string& role : {escapes, std::string(100000, 'A'), "ab" + escapes}) {
+    const std::string body = R"({"messages": [{"role": ")" + role + R"(", "content": "x"}]})";
+    try {
+      serve::parse_request(body, true);
+      FAIL() << "an unknown role was accepted";
+    } catch (const serve::RequestError& e) {
+      const std::string what = e.what();
+      EXPECT_EQ(e.status, 400);
+      EXPECT_LT(what.size(), 300u) << what.substr(0, 300);
+      EXPECT_NE(what.find("messages[0].role"), std::string::npos) << what;
+      EXPECT_NO_THROW((void)nlohmann::json(what).dump()) << "not valid UTF-8: " << what;
+    }
+  }
+}
+
 TEST(Robustness, TokenizerConfigIsReadWithinLimits) {
   TempDir t;
   write(t.path / "tokenizer_config.json", R"({"chat_template": )" + std::string(100000, '[') + std::string(100000, ']') + "}");

@@ -154,7 +154,13 @@ std::string json_value_text(const Json& v) {
   constexpr size_t kShown = 60;
   std::string s;
   render(v, s, kShown);
-  if (s.size() > kShown) s = s.substr(0, kShown - 3) + "...";
+  if (s.size() > kShown) {
+    // Cut before a UTF-8 continuation byte, never inside a character: the message must stay
+    // valid UTF-8 (the server sends it inside a JSON error body).
+    size_t cut = kShown - 3;
+    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+    s = s.substr(0, cut) + "...";
+  }
   const char* type = v.is_null() ? "null" : v.is_boolean() ? "boolean" : v.is_number() ? "number"
                    : v.is_string() ? "string" : v.is_array() ? "list" : "object";
   return s + " (" + type + ")";

@@ -68,7 +68,7 @@ std::vector<ChatMessage> read_messages(const json& body) {
     ChatMessage msg{string(*role, name + ".role"), ""};
     if (msg.role == "developer") msg.role = "system";  // OpenAI's newer name for it
     if (msg.role != "system" && msg.role != "user" && msg.role != "assistant")
-      throw bad(name + ".role", "\"" + msg.role + "\" is not one of system, developer, user, assistant");
+      throw bad(name + ".role", json_value_text(*role) + " is not one of system, developer, user, assistant");
     const json* content = field(m, "content");
     if (!content && msg.role != "assistant") throw bad(name + ".content", "missing");
     if (content) msg.content = content_text(*content, name + ".content");
