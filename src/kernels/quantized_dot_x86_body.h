@@ -153,13 +153,14 @@ void q4_pairs_block(const MatrixView& w, const QuantizedActivation& xq, int64_t 
 // The tail of a packed row (ops.h pack_for_dot): the groups after its whole 256-column
 // blocks, fewer than 8, in stored order. Group by group for R rows x C tokens, as rows_block:
 // one int32 sum per group (its offset in lane 0: -8 sum q_x for q4, s8s8_offset's for q8),
-// converted and scaled by its own s_w s_x into acc. row[j] points at row j's tail, and the
-// activations' tails lie in stored order too, from column 256 * blocks on.
+// converted and scaled by its own s_w s_x into acc. row[j] points at packed row j; its tail,
+// and the activations' tails, start at column 256 * blocks.
 template <int R, int C, bool kQ4>
 inline void packed_tail(const uint8_t* const* row, const F16* const* sw, const QuantizedActivation* xq,
                         int64_t blocks, int64_t groups, __m256 (*acc)[C]) {
+  constexpr int64_t kGroupBytes = kQ4 ? 16 : 32;
   for (int64_t g = 8 * blocks; g < groups; ++g) {
-    const int64_t k = g - 8 * blocks;
+    const int64_t at = kGroupBytes * g;  // the group's bytes in a row: blocks are 8 whole groups
     __m256i xv[C], isum[R][C];
     WREN_UNROLL for (int t = 0; t < C; ++t) {
       const int8_t* x = kQ4 ? xq[t].q_nibble_lanes.data() : xq[t].q_lanes.data();
@@ -171,10 +172,10 @@ inline void packed_tail(const uint8_t* const* row, const F16* const* sw, const Q
     }
     WREN_UNROLL for (int j = 0; j < R; ++j) {
       if constexpr (kQ4) {
-        const __m256i a = unpack_nibbles(row[j] + 16 * k);
+        const __m256i a = unpack_nibbles(row[j] + at);
         WREN_UNROLL for (int t = 0; t < C; ++t) isum[j][t] = dot_u8s8(isum[j][t], a, xv[t]);
       } else {
-        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row[j] + 32 * k));
+        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row[j] + at));
         WREN_UNROLL for (int t = 0; t < C; ++t) isum[j][t] = dot_s8s8(isum[j][t], q, xv[t]);
       }
       const float s = _cvtsh_ss(sw[j][g].bits);
@@ -193,11 +194,11 @@ template <int R>
 void q8_packed_block(const MatrixView& w, const QuantizedActivation& xq, int64_t r, float* out) {
   const int64_t blocks = w.cols / 256;
   const int8_t* x = xq.q_lanes.data();
-  const int8_t* row[R];
+  const uint8_t* row[R];
   const F16* sw[R];
   __m256 acc[R][1];
   WREN_UNROLL for (int j = 0; j < R; ++j) {
-    row[j] = static_cast<const int8_t*>(w.packed) + (r + j) * w.cols;
+    row[j] = static_cast<const uint8_t*>(w.packed) + (r + j) * w.cols;
     sw[j] = w.row_scales(r + j);
     acc[j][0] = _mm256_setzero_ps();
   }
@@ -216,9 +217,7 @@ void q8_packed_block(const MatrixView& w, const QuantizedActivation& xq, int64_t
       acc[j][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j]), d, acc[j][0]);
     }
   }
-  const uint8_t* tail[R];
-  WREN_UNROLL for (int j = 0; j < R; ++j) tail[j] = reinterpret_cast<const uint8_t*>(row[j]) + 256 * blocks;
-  packed_tail<R, 1, false>(tail, sw, &xq, blocks, w.groups(), acc);
+  packed_tail<R, 1, false>(row, sw, &xq, blocks, w.groups(), acc);
   WREN_UNROLL for (int j = 0; j < R; ++j) out[j] = hsum(acc[j][0]);
 }
 
@@ -280,9 +279,7 @@ void q4_packed_block(const MatrixView& w, const QuantizedActivation& xq, int64_t
       acc[j][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j]), d, acc[j][0]);
     }
   }
-  const uint8_t* tail[R];
-  WREN_UNROLL for (int j = 0; j < R; ++j) tail[j] = row[j] + 128 * blocks;
-  packed_tail<R, 1, true>(tail, sw, &xq, blocks, w.groups(), acc);
+  packed_tail<R, 1, true>(row, sw, &xq, blocks, w.groups(), acc);
   WREN_UNROLL for (int j = 0; j < R; ++j) out[j] = hsum(acc[j][0]);
 }
 
@@ -479,9 +476,7 @@ void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, 
       }
     }
   }
-  const uint8_t* tail[R];
-  WREN_UNROLL for (int j = 0; j < R; ++j) tail[j] = row[j] + (kQ4 ? 128 : 256) * blocks;
-  packed_tail<R, C, kQ4>(tail, sw, xq, blocks, w.groups(), acc);
+  packed_tail<R, C, kQ4>(row, sw, xq, blocks, w.groups(), acc);
   WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t) y[t * ldy + j] = hsum(acc[j][t]);
 }
 
