@@ -116,10 +116,10 @@ void ThreadPool::run(int64_t n, Body body, void* ctx) {
   if (error_) std::rethrow_exception(error_);
 }
 
-void ThreadPool::wait_for_job(uint32_t seen) {
+uint32_t ThreadPool::wait_for_job(uint32_t seen) {
   const auto start = std::chrono::steady_clock::now();
   for (int spins = 1;; ++spins) {
-    if (epoch_.load(std::memory_order_acquire) != seen) return;
+    if (const uint32_t e = epoch_.load(std::memory_order_acquire); e != seen) return e;
     cpu_relax();
     if (spins % 256 == 0 && std::chrono::steady_clock::now() - start > kSpin) break;
   }
@@ -127,19 +127,23 @@ void ThreadPool::wait_for_job(uint32_t seen) {
   // we read epoch_ again (both sequentially consistent): either it sees us and wakes us,
   // or we see its job and do not sleep.
   sleepers_.fetch_add(1, std::memory_order_seq_cst);
-  while (epoch_.load(std::memory_order_seq_cst) == seen) epoch_.wait(seen, std::memory_order_seq_cst);
+  uint32_t e;
+  while ((e = epoch_.load(std::memory_order_seq_cst)) == seen) epoch_.wait(seen, std::memory_order_seq_cst);
   sleepers_.fetch_sub(1, std::memory_order_seq_cst);
+  return e;
 }
 
 void ThreadPool::worker_loop() {
   t_inside_job = true;  // a worker never fans out again
   // The epoch the pool was made with, not the current one: a job (or the destructor) that
   // bumped it before this thread got here must not be missed.
+  // The next wait is for an epoch past the one this wake-up saw, never past a later read:
+  // reading epoch_ again after checking stop_ could take in the destructor's bump (made
+  // between the check and the read) and then sleep through it forever.
   uint32_t seen = 0;
   for (;;) {
-    wait_for_job(seen);
+    seen = wait_for_job(seen);
     if (stop_.load()) return;
-    seen = epoch_.load(std::memory_order_acquire);
     take_items();
   }
 }

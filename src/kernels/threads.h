@@ -71,7 +71,8 @@ class ThreadPool {
   void worker_loop();
   // Takes and runs items of the current job until none is left.
   void take_items();
-  void wait_for_job(uint32_t seen);
+  // Returns once epoch_ differs from `seen`, with the value it read.
+  uint32_t wait_for_job(uint32_t seen);
 
   std::vector<std::thread> workers_;
   std::mutex job_mu_;  // held by the caller whose job the workers run
