@@ -45,6 +45,7 @@ inline __m256i dot_s8s8(__m256i acc, __m256i w, __m256i x) {
   return dot_u8s8(acc, _mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
 }
 inline __m256i s8s8_offset(__m256i) { return _mm256_setzero_si256(); }
+constexpr bool kZmm = false;
 #include "kernels/quantized_dot_x86_body.h"
 }  // namespace avx2
 WREN_TARGET_POP
@@ -64,8 +65,28 @@ inline __m256i dot_s8s8(__m256i acc, __m256i w, __m256i x) {
   return _mm256_dpbusd_epi32(acc, _mm256_xor_si256(w, _mm256_set1_epi8(char(0x80))), x);
 }
 inline __m256i s8s8_offset(__m256i sums) { return _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sums, 7)); }
+constexpr bool kZmm = false;
 #include "kernels/quantized_dot_x86_body.h"
 }  // namespace avx512vnni
+
+// The same with the packed blocks' integer sums on 512-bit registers (VnniRegs<true>):
+// half the instructions where the core executes 512 bits at once (Zen 5, Intel).
+// GCC 12's 512-bit intrinsics pass an undefined vector as the unused merge operand, which
+// -W(maybe-)uninitialized reports once inlined (GCC bug 105593, fixed in 13).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+namespace avx512vnni_zmm {
+using avx512vnni::kGemmRows, avx512vnni::kGemmTokens, avx512vnni::kVnni;
+using avx512vnni::dot_u8s8, avx512vnni::dot2_u8s8, avx512vnni::dot_s8s8, avx512vnni::s8s8_offset;
+constexpr bool kZmm = true;
+#include "kernels/quantized_dot_x86_body.h"
+}  // namespace avx512vnni_zmm
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 WREN_TARGET_POP
 
 WREN_TARGET_PUSH("avx2,fma,f16c,avxvnni")
@@ -82,6 +103,7 @@ inline __m256i dot_s8s8(__m256i acc, __m256i w, __m256i x) {
   return _mm256_dpbusd_avx_epi32(acc, _mm256_xor_si256(w, _mm256_set1_epi8(char(0x80))), x);
 }
 inline __m256i s8s8_offset(__m256i sums) { return _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sums, 7)); }
+constexpr bool kZmm = false;
 #include "kernels/quantized_dot_x86_body.h"
 }  // namespace avxvnni
 WREN_TARGET_POP
@@ -118,6 +140,7 @@ bool has_avx512vnni() { return features().avx512vnni; }
 bool has_avxvnni() { return features().avxvnni; }
 
 const Path kPaths[] = {
+    {"avx512vnni-zmm", has_avx512vnni, avx512vnni_zmm::q8_rows, avx512vnni_zmm::q4_rows, avx512vnni_zmm::q8_gemm, avx512vnni_zmm::q4_gemm},
     {"avx512vnni", has_avx512vnni, avx512vnni::q8_rows, avx512vnni::q4_rows, avx512vnni::q8_gemm, avx512vnni::q4_gemm},
     {"avxvnni", has_avxvnni, avxvnni::q8_rows, avxvnni::q4_rows, avxvnni::q8_gemm, avxvnni::q4_gemm},
     {"avx2", has_avx2, avx2::q8_rows, avx2::q4_rows, avx2::q8_gemm, avx2::q4_gemm},

@@ -185,102 +185,189 @@ inline void packed_tail(const uint8_t* const* row, const F16* const* sw, const Q
   }
 }
 
-// Packed weights (decode order, ops.h pack_for_dot), G = 32: register k of a block of 8
-// groups holds word k of each group, so lane l of an int32 sum belongs to group l, and the R
-// rows' sums are scaled once per block by the 8 products s_w s_x, which lie in the same lane
-// order as the f16 scales of the row; then the tail (packed_tail). q8: 8 registers per row
-// and block, each one dot_s8s8 (its offset per lane from the groups' sums of q_x).
-template <int R>
-void q8_packed_block(const MatrixView& w, const QuantizedActivation& xq, int64_t r, float* out) {
-  const int64_t blocks = w.cols / 256;
-  const int8_t* x = xq.q_lanes.data();
-  const uint8_t* row[R];
-  const F16* sw[R];
-  __m256 acc[R][1];
-  WREN_UNROLL for (int j = 0; j < R; ++j) {
-    row[j] = static_cast<const uint8_t*>(w.packed) + (r + j) * w.cols;
-    sw[j] = w.row_scales(r + j);
-    acc[j][0] = _mm256_setzero_ps();
+// ---- Packed weights (decode order, ops.h pack_for_dot), G = 32 -------------------------
+//
+// Register k of a 256-column block holds word k (4 bytes) of each of its 8 groups, so lane l
+// of an int32 sum belongs to group l, and the sums of R rows x C tokens are scaled once per
+// block by the 8 products s_w s_x, which lie in the lane order of the row's f16 scales. One
+// load of a row's bytes serves C tokens, one load of a token's lanes R rows.
+
+// isum[j][t] = the offsets of block b's 8 groups for token t, in lane order: -8 sum q_x for
+// q4's +8 nibbles, s8s8_offset for q8 (VNNI's unsigned weights).
+template <int R, int C, bool kQ4>
+inline void block_offsets(const QuantizedActivation* xq, int64_t b, __m256i (*isum)[C]) {
+  WREN_UNROLL for (int t = 0; t < C; ++t) {
+    const __m256i sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[t].sums.data() + 8 * b));
+    const __m256i offset = kQ4 ? _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sums, 3)) : s8s8_offset(sums);
+    WREN_UNROLL for (int j = 0; j < R; ++j) isum[j][t] = offset;
   }
-  for (int64_t b = 0; b < blocks; ++b) {
-    const __m256i offset = s8s8_offset(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq.sums.data() + 8 * b)));
-    __m256i isum[R];
-    WREN_UNROLL for (int j = 0; j < R; ++j) isum[j] = offset;
-    _Pragma("GCC unroll 8") for (int k = 0; k < 8; ++k) {
-      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 256 * b + 32 * k));
-      WREN_UNROLL for (int j = 0; j < R; ++j)
-        isum[j] = dot_s8s8(isum[j], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row[j] + 256 * b + 32 * k)), xv);
-    }
-    const __m256 sx = _mm256_loadu_ps(xq.scales.data() + 8 * b);
-    WREN_UNROLL for (int j = 0; j < R; ++j) {
-      const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sw[j] + 8 * b))), sx);
-      acc[j][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j]), d, acc[j][0]);
-    }
-  }
-  packed_tail<R, 1, false>(row, sw, &xq, blocks, w.groups(), acc);
-  WREN_UNROLL for (int j = 0; j < R; ++j) out[j] = hsum(acc[j][0]);
 }
 
-// q4: 4 registers (128 bytes) per row and block; register k's low nibbles meet register k of
-// the block's q_nibble_lanes (even columns), its high nibbles register 4 + k (odd columns).
-// VNNI: the high nibbles are taken as 16 v (a mask, no shift) into their own sum, divided by
-// 16 exactly once per block. AVX2: maddubs pairs stay in int16 over the block's 8 products
-// per lane (8 * 2 * 15 * 127 = 30480 < 2^15), then one madd to int32.
-template <int R>
-void q4_packed_block(const MatrixView& w, const QuantizedActivation& xq, int64_t r, float* out) {
-  const int64_t blocks = w.cols / 256;
-  const int8_t* x = xq.q_nibble_lanes.data();
-  const __m256i low = _mm256_set1_epi8(0x0F);
+// The integer registers of the VNNI block sums below: 256 bits, or 512 on the zmm path, where
+// a register holds the block's 256-bit registers 2m and 2m + 1, so its lanes 0-7 and 8-15
+// both belong to groups 0-7 and fold() adds its halves once per block (exact in int32).
+// Templates (the unused N), so the 512-bit one is compiled only where the zmm path uses it.
+template <bool kWide, int N = 0> struct VnniRegs;
+template <int N> struct VnniRegs<false, N> {
+  using V = __m256i;
+  static constexpr int kBytes = 32;
+  static V load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+  static V zero() { return _mm256_setzero_si256(); }
+  static V bytes(char c) { return _mm256_set1_epi8(c); }
+  static V band(V a, V b) { return _mm256_and_si256(a, b); }
+  static V bxor(V a, V b) { return _mm256_xor_si256(a, b); }
+  static V high_nibbles(V a) { return _mm256_srli_epi16(a, 4); }
+  static V div16(V a) { return _mm256_srai_epi32(a, 4); }
+  static V add(V a, V b) { return _mm256_add_epi32(a, b); }
+  static V dot(V acc, V a, V b) { return dot_u8s8(acc, a, b); }
+  static __m256i fold(V a) { return a; }
+};
+template <int N> struct VnniRegs<true, N> {
+  using V = __m512i;
+  static constexpr int kBytes = 64;
+  static V load(const void* p) { return _mm512_loadu_si512(p); }
+  static V zero() { return _mm512_setzero_si512(); }
+  static V bytes(char c) { return _mm512_set1_epi8(c); }
+  static V band(V a, V b) { return _mm512_and_si512(a, b); }
+  static V bxor(V a, V b) { return _mm512_xor_si512(a, b); }
+  static V high_nibbles(V a) { return _mm512_srli_epi16(a, 4); }
+  static V div16(V a) { return _mm512_srai_epi32(a, 4); }
+  static V add(V a, V b) { return _mm512_add_epi32(a, b); }
+  static V dot(V acc, V a, V b) { return _mm512_dpbusd_epi32(acc, a, b); }
+  static __m256i fold(V a) { return _mm256_add_epi32(_mm512_castsi512_si256(a), _mm512_extracti64x4_epi64(a, 1)); }
+};
+
+// The int32 sums of block b for R rows x C tokens: lane l of isum[j][t] is
+// sum_{i in group 8 b + l} q_w[j,i] q_x[t,i], offset included; exact in int32, so every
+// width and tile shape gives the same sums. q8: the weights as w xor 0x80 (block_offsets
+// removes the 128 sum x). q4: a register's low nibbles meet the even columns of
+// q_nibble_lanes (the block's first 128 bytes) and its high nibbles the odd ones (the last
+// 128). A decode row (C = 1) takes the high nibbles as 16 v (a mask, no shift) into a sum of
+// their own, divided by 16 exactly once per block.
+template <int R, int C, bool kQ4>
+inline void vnni_block_sums(const uint8_t* const* row, const QuantizedActivation* xq, int64_t b, __m256i (*isum)[C]) {
+  using Regs = VnniRegs<kZmm>;
+  using V = typename Regs::V;
+  constexpr int W = Regs::kBytes;
+  constexpr int64_t kBlockBytes = kQ4 ? 128 : 256;
+  block_offsets<R, C, kQ4>(xq, b, isum);
+  auto x_at = [&](int t, int64_t at) {
+    return Regs::load((kQ4 ? xq[t].q_nibble_lanes.data() : xq[t].q_lanes.data()) + 256 * b + at);
+  };
+  auto w_at = [&](int j, int64_t at) { return Regs::load(row[j] + kBlockBytes * b + at); };
+  const V low = Regs::bytes(0x0F);
+  V z[R][C];
+  WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t) z[j][t] = Regs::zero();
+  if constexpr (!kQ4) {
+    _Pragma("GCC unroll 8") for (int k = 0; k < 256 / W; ++k) {
+      V xv[C];
+      WREN_UNROLL for (int t = 0; t < C; ++t) xv[t] = x_at(t, W * k);
+      WREN_UNROLL for (int j = 0; j < R; ++j) {
+        const V q = Regs::bxor(w_at(j, W * k), Regs::bytes(char(0x80)));
+        WREN_UNROLL for (int t = 0; t < C; ++t) z[j][t] = Regs::dot(z[j][t], q, xv[t]);
+      }
+    }
+  } else if constexpr (C == 1) {
+    const V high = Regs::bytes(char(0xF0));
+    V hi16[R];
+    WREN_UNROLL for (int j = 0; j < R; ++j) hi16[j] = Regs::zero();
+    _Pragma("GCC unroll 4") for (int k = 0; k < 128 / W; ++k) {
+      const V xe = x_at(0, W * k), xo = x_at(0, 128 + W * k);
+      WREN_UNROLL for (int j = 0; j < R; ++j) {
+        const V bytes = w_at(j, W * k);
+        z[j][0] = Regs::dot(z[j][0], Regs::band(bytes, low), xe);
+        hi16[j] = Regs::dot(hi16[j], Regs::band(bytes, high), xo);
+      }
+    }
+    WREN_UNROLL for (int j = 0; j < R; ++j) z[j][0] = Regs::add(z[j][0], Regs::div16(hi16[j]));
+  } else {
+    _Pragma("GCC unroll 4") for (int k = 0; k < 128 / W; ++k) {
+      V xe[C], xo[C];
+      WREN_UNROLL for (int t = 0; t < C; ++t) xe[t] = x_at(t, W * k), xo[t] = x_at(t, 128 + W * k);
+      WREN_UNROLL for (int j = 0; j < R; ++j) {
+        const V bytes = w_at(j, W * k);
+        const V lo = Regs::band(bytes, low), hi = Regs::band(Regs::high_nibbles(bytes), low);
+        WREN_UNROLL for (int t = 0; t < C; ++t) z[j][t] = Regs::dot(Regs::dot(z[j][t], lo, xe[t]), hi, xo[t]);
+      }
+    }
+  }
+  WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t)
+    isum[j][t] = _mm256_add_epi32(isum[j][t], Regs::fold(z[j][t]));
+}
+
+// The same sums on AVX2 (no VNNI): q8 by dot_s8s8 (|w| and sign(w) x), 8 registers per row
+// and block; q4 keeps maddubs pairs in int16 over the block's 8 products per lane
+// (8 * 2 * 15 * 127 = 30480 < 2^15), then one madd to int32.
+template <int R, int C, bool kQ4>
+inline void avx2_block_sums(const uint8_t* const* row, const QuantizedActivation* xq, int64_t b, __m256i (*isum)[C]) {
+  constexpr int64_t kBlockBytes = kQ4 ? 128 : 256;
+  block_offsets<R, C, kQ4>(xq, b, isum);
+  auto x_at = [&](int t, int64_t at) {
+    const int8_t* x = kQ4 ? xq[t].q_nibble_lanes.data() : xq[t].q_lanes.data();
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 256 * b + at));
+  };
+  auto w_at = [&](int j, int64_t at) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row[j] + kBlockBytes * b + at));
+  };
+  if constexpr (!kQ4) {
+    _Pragma("GCC unroll 8") for (int k = 0; k < 8; ++k) {
+      __m256i xv[C];
+      WREN_UNROLL for (int t = 0; t < C; ++t) xv[t] = x_at(t, 32 * k);
+      WREN_UNROLL for (int j = 0; j < R; ++j) {
+        const __m256i q = w_at(j, 32 * k);
+        WREN_UNROLL for (int t = 0; t < C; ++t) isum[j][t] = dot_s8s8(isum[j][t], q, xv[t]);
+      }
+    }
+  } else {
+    const __m256i low = _mm256_set1_epi8(0x0F);
+    __m256i pairs[R][C];
+    WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t) pairs[j][t] = _mm256_setzero_si256();
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; ++k) {
+      __m256i xe[C], xo[C];
+      WREN_UNROLL for (int t = 0; t < C; ++t) xe[t] = x_at(t, 32 * k), xo[t] = x_at(t, 128 + 32 * k);
+      WREN_UNROLL for (int j = 0; j < R; ++j) {
+        const __m256i bytes = w_at(j, 32 * k);
+        const __m256i lo = _mm256_and_si256(bytes, low);
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low);
+        WREN_UNROLL for (int t = 0; t < C; ++t)
+          pairs[j][t] = _mm256_add_epi16(pairs[j][t], _mm256_add_epi16(_mm256_maddubs_epi16(lo, xe[t]), _mm256_maddubs_epi16(hi, xo[t])));
+      }
+    }
+    WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t)
+      isum[j][t] = _mm256_add_epi32(isum[j][t], _mm256_madd_epi16(pairs[j][t], _mm256_set1_epi16(1)));
+  }
+}
+
+// Rows r.. (R of them) x tokens xq[0..C): per block the int32 sums (vnni_block_sums or
+// avx2_block_sums), scaled by s_w s_x in lane order and accumulated in f32 lanes, then the
+// tail (packed_tail), summed once at the end. The f32 steps are the same for every tile
+// shape and register width, so a batch row gets the bits decode (R = C = 1) gives it alone.
+// y[t * ldy + j] = W[r + j,:] . x_t.
+template <int R, int C, bool kQ4>
+void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, float* y, int64_t ldy) {
+  const int64_t blocks = w.cols / 256, row_bytes = kQ4 ? w.cols / 2 : w.cols;
   const uint8_t* row[R];
   const F16* sw[R];
-  __m256 acc[R][1];
   WREN_UNROLL for (int j = 0; j < R; ++j) {
-    row[j] = static_cast<const uint8_t*>(w.packed) + (r + j) * (w.cols / 2);
+    row[j] = static_cast<const uint8_t*>(w.packed) + (r + j) * row_bytes;
     sw[j] = w.row_scales(r + j);
-    acc[j][0] = _mm256_setzero_ps();
   }
+  __m256 acc[R][C];
+  WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t) acc[j][t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
-    const __m256i sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq.sums.data() + 8 * b));
-    const __m256i offset = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sums, 3));  // -8 sum q_x
-    __m256i isum[R];
-    if constexpr (kVnni) {
-      const __m256i high = _mm256_set1_epi8(char(0xF0));
-      __m256i hi16[R];
-      WREN_UNROLL for (int j = 0; j < R; ++j) isum[j] = offset, hi16[j] = _mm256_setzero_si256();
-      _Pragma("GCC unroll 4") for (int k = 0; k < 4; ++k) {
-        const __m256i xe = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 256 * b + 32 * k));
-        const __m256i xo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 256 * b + 128 + 32 * k));
-        WREN_UNROLL for (int j = 0; j < R; ++j) {
-          const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row[j] + 128 * b + 32 * k));
-          isum[j] = dot_u8s8(isum[j], _mm256_and_si256(bytes, low), xe);
-          hi16[j] = dot_u8s8(hi16[j], _mm256_and_si256(bytes, high), xo);
-        }
-      }
-      WREN_UNROLL for (int j = 0; j < R; ++j) isum[j] = _mm256_add_epi32(isum[j], _mm256_srai_epi32(hi16[j], 4));
-    } else {
-      __m256i pairs[R];
-      WREN_UNROLL for (int j = 0; j < R; ++j) pairs[j] = _mm256_setzero_si256();
-      _Pragma("GCC unroll 4") for (int k = 0; k < 4; ++k) {
-        const __m256i xe = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 256 * b + 32 * k));
-        const __m256i xo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 256 * b + 128 + 32 * k));
-        WREN_UNROLL for (int j = 0; j < R; ++j) {
-          const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row[j] + 128 * b + 32 * k));
-          const __m256i lo = _mm256_and_si256(bytes, low);
-          const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low);
-          pairs[j] = _mm256_add_epi16(pairs[j], _mm256_add_epi16(_mm256_maddubs_epi16(lo, xe), _mm256_maddubs_epi16(hi, xo)));
-        }
-      }
-      WREN_UNROLL for (int j = 0; j < R; ++j)
-        isum[j] = _mm256_add_epi32(offset, _mm256_madd_epi16(pairs[j], _mm256_set1_epi16(1)));
-    }
-    const __m256 sx = _mm256_loadu_ps(xq.scales.data() + 8 * b);
+    __m256i isum[R][C];
+    if constexpr (kVnni) vnni_block_sums<R, C, kQ4>(row, xq, b, isum);
+    else avx2_block_sums<R, C, kQ4>(row, xq, b, isum);
     WREN_UNROLL for (int j = 0; j < R; ++j) {
-      const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sw[j] + 8 * b))), sx);
-      acc[j][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j]), d, acc[j][0]);
+      const __m256 wv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sw[j] + 8 * b)));
+      WREN_UNROLL for (int t = 0; t < C; ++t) {
+        const __m256 d = _mm256_mul_ps(wv, _mm256_loadu_ps(xq[t].scales.data() + 8 * b));
+        acc[j][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j][t]), d, acc[j][t]);
+      }
     }
   }
-  packed_tail<R, 1, true>(row, sw, &xq, blocks, w.groups(), acc);
-  WREN_UNROLL for (int j = 0; j < R; ++j) out[j] = hsum(acc[j][0]);
+  packed_tail<R, C, kQ4>(row, sw, xq, blocks, w.groups(), acc);
+  WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t) y[t * ldy + j] = hsum(acc[j][t]);
 }
 
 // Rows [r0, r1). Groups that are not whole 32-column blocks go to the plain path. q8 rows,
@@ -295,7 +382,7 @@ void q8_rows(const MatrixView& w, const QuantizedActivation& xq, int64_t r0, int
   if (w.group % 32 != 0) return q8_rows_scalar(w, xq, r0, r1, out);
   int64_t r = r0;
   if (use_packed(w, xq)) {
-    for (; r < r1; ++r) q8_packed_block<1>(w, xq, r, out + (r - r0));
+    for (; r < r1; ++r) packed_tile<1, 1, false>(w, &xq, r, out + (r - r0), 1);
     return;
   }
   for (; r < r1; ++r) rows_block<1, false>(w, xq, r, out + (r - r0));
@@ -306,7 +393,7 @@ void q4_rows(const MatrixView& w, const QuantizedActivation& xq, int64_t r0, int
   if (w.group % 32 != 0) return q4_rows_scalar(w, xq, r0, r1, out);
   int64_t r = r0;
   if (use_packed(w, xq)) {
-    for (; r < r1; ++r) q4_packed_block<1>(w, xq, r, out + (r - r0));
+    for (; r < r1; ++r) packed_tile<1, 1, true>(w, &xq, r, out + (r - r0), 1);
     return;
   }
   if (w.group == 32 && w.groups() % 8 == 0) {
@@ -411,72 +498,6 @@ void q4_pairs_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r
       }
     }
   }
-  WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t) y[t * ldy + j] = hsum(acc[j][t]);
-}
-
-// Packed weights (decode order), the loops of q8_packed_block / q4_packed_block with C
-// activations: one load of a row's 32 bytes (4 bytes of each of 8 groups) serves C tokens,
-// one load of a token's lanes R rows; lane l of each int32 sum is group l's, so the R x C
-// sums are scaled once per block of 8 groups by s_w s_x in lane order. The int32 sums are
-// exact and the f32 steps those of the packed matvec, so a batch row gets the bits decode
-// gives it alone. q8: 8 registers per row and block, each one dot_s8s8 from the groups'
-// offsets. q4: 4 registers, register k's low nibbles meet register k of q_nibble_lanes (even
-// columns) and its high nibbles register 4 + k (odd columns); each lane starts at -8 sum q_x
-// of its group, which removes the +8 offset exactly.
-template <int R, int C, bool kQ4>
-void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, float* y, int64_t ldy) {
-  const int64_t blocks = w.cols / 256, row_bytes = kQ4 ? w.cols / 2 : w.cols;
-  const uint8_t* row[R];
-  const F16* sw[R];
-  WREN_UNROLL for (int j = 0; j < R; ++j) {
-    row[j] = static_cast<const uint8_t*>(w.packed) + (r + j) * row_bytes;
-    sw[j] = w.row_scales(r + j);
-  }
-  __m256 acc[R][C];
-  WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t) acc[j][t] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < blocks; ++b) {
-    __m256i isum[R][C];
-    WREN_UNROLL for (int t = 0; t < C; ++t) {
-      const __m256i sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[t].sums.data() + 8 * b));
-      const __m256i offset = kQ4 ? _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sums, 3)) : s8s8_offset(sums);
-      WREN_UNROLL for (int j = 0; j < R; ++j) isum[j][t] = offset;
-    }
-    if constexpr (kQ4) {
-      const __m256i low = _mm256_set1_epi8(0x0F);
-      _Pragma("GCC unroll 4") for (int k = 0; k < 4; ++k) {
-        __m256i xe[C], xo[C];
-        WREN_UNROLL for (int t = 0; t < C; ++t) {
-          const int8_t* x = xq[t].q_nibble_lanes.data() + 256 * b;
-          xe[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32 * k));
-          xo[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 128 + 32 * k));
-        }
-        WREN_UNROLL for (int j = 0; j < R; ++j) {
-          const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row[j] + 128 * b + 32 * k));
-          const __m256i lo = _mm256_and_si256(bytes, low);
-          const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low);
-          WREN_UNROLL for (int t = 0; t < C; ++t) isum[j][t] = dot2_u8s8(isum[j][t], lo, xe[t], hi, xo[t]);
-        }
-      }
-    } else {
-      _Pragma("GCC unroll 8") for (int k = 0; k < 8; ++k) {
-        __m256i xv[C];
-        WREN_UNROLL for (int t = 0; t < C; ++t)
-          xv[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[t].q_lanes.data() + 256 * b + 32 * k));
-        WREN_UNROLL for (int j = 0; j < R; ++j) {
-          const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row[j] + 256 * b + 32 * k));
-          WREN_UNROLL for (int t = 0; t < C; ++t) isum[j][t] = dot_s8s8(isum[j][t], q, xv[t]);
-        }
-      }
-    }
-    WREN_UNROLL for (int j = 0; j < R; ++j) {
-      const __m256 wv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sw[j] + 8 * b)));
-      WREN_UNROLL for (int t = 0; t < C; ++t) {
-        const __m256 d = _mm256_mul_ps(wv, _mm256_loadu_ps(xq[t].scales.data() + 8 * b));
-        acc[j][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j][t]), d, acc[j][t]);
-      }
-    }
-  }
-  packed_tail<R, C, kQ4>(row, sw, xq, blocks, w.groups(), acc);
   WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t) y[t * ldy + j] = hsum(acc[j][t]);
 }
 

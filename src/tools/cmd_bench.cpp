@@ -22,7 +22,7 @@ namespace wren::tools {
 namespace {
 
 struct BenchArgs {
-  std::string model, output = "md", lm_head = "prescore", kv = "auto";
+  std::string model, output = "md", lm_head = "prescore", kv = "auto", int8_path;
   BenchOptions o;
   int probe_mib = 1024;
   bool no_early_exit = false, no_vskip = false, no_neuron_skip = false;
@@ -80,6 +80,7 @@ void run(BenchArgs a) {
   a.o.lm_head_prescore = a.lm_head == "prescore";
   a.o.kv = kv_choice(a.kv);
   a.o.probe_bytes = size_t(a.probe_mib) << 20;
+  if (!a.int8_path.empty()) kernels::set_int8_path(a.int8_path.c_str());  // throws naming an unknown / unsupported path
   const std::vector<BenchTest> tests = bench_tests(a.o);
   auto model = open_model(a.model);
   const ModelSize z = model_size(*model);
@@ -100,8 +101,9 @@ void run(BenchArgs a) {
       continue;
     }
     const bool tg = t.n_gen > 0;
-    std::printf("| %s | %s MiB | %s M | CPU %s | %d | %s | %s ± %s | %s | %s | %s |\n", name.c_str(),
+    std::printf("| %s | %s MiB | %s M | CPU %s %s | %d | %s | %s ± %s | %s | %s | %s |\n", name.c_str(),
                 fixed(z.bytes / (1 << 20), 2).c_str(), fixed(z.params / 1e6, 2).c_str(), kernels::active_target(),
+                kernels::active_int8_path(),
                 t.threads, t.name().c_str(), fixed(r.avg_ts, 2).c_str(), fixed(r.stddev_ts, 2).c_str(),
                 tg ? fixed(r.bytes.total() / 1e6, 2).c_str() : "", fixed(bandwidth[t.threads] / 1e9, 1).c_str(),
                 tg ? (fixed(100 * r.roofline, 1) + "%").c_str() : "");
@@ -131,6 +133,8 @@ void register_bench(CLI::App& app) {
   cmd->add_flag("--no-vskip", a.no_vskip, "ReLU^2 attention reads every value row, weight 0 or not");
   cmd->add_flag("--no-neuron-skip", a.no_neuron_skip, "ReLU^2 FFNs read every down row, fired or not");
   add_kv_option(cmd, a.kv);
+  cmd->add_option("--int8-path", a.int8_path, "the integer dot path of q8 / q4 products (default: the best this CPU "
+                 "runs; e.g. avx512vnni-zmm, avx512vnni, avxvnni, avx2, neon-dotprod, scalar)");
   cmd->add_option("--lm-head", a.lm_head, "prescore (4-bit copy, candidates rescored) or exact")
       ->check(CLI::IsMember({"prescore", "exact"}))->capture_default_str();
   cmd->add_option("--parallel", a.parallel, "stream counts: aggregate decode speed of that many requests at once "
