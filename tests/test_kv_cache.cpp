@@ -155,10 +155,10 @@ std::vector<double> plain_relu2(const KvCache& cache, int kv, const float* q, in
   return o;
 }
 
-// relu2_group_scores + relu2_group_values against plain_relu2, for odd sizes and every
-// storage type, on every SIMD target.
+// relu2_group (the chunk kernels one after another) against plain_relu2, for odd sizes, key
+// counts within one chunk and across chunk bounds, every storage type, on every SIMD target.
 TEST(KvKernels, Relu2GroupEqualsPlainPerHeadAttention) {
-  const GroupCase cases[] = {{2, 16, 2, 37}, {1, 24, 3, 9}, {3, 32, 4, 70}, {1, 8, 1, 1}};
+  const GroupCase cases[] = {{2, 16, 2, 37}, {1, 24, 3, 9}, {3, 32, 4, 70}, {1, 8, 1, 1}, {1, 16, 2, kChunkKeys}, {2, 8, 3, 2 * kChunkKeys + 13}};
   testing_util::for_each_target([&] {
     for (const GroupCase& g : cases)
       for (KvType t : {KvType::f32, KvType::bf16, KvType::q8}) {
@@ -167,13 +167,11 @@ TEST(KvKernels, Relu2GroupEqualsPlainPerHeadAttention) {
         const KvCache cache = random_cache(g, t, 5);
         AttentionScratch s;
         s.scores.resize(size_t(g.group * g.n));
-        s.rows.resize(size_t(kKeyBlock * g.head_dim));
+        s.reserve_chunks(1, g.group, g.head_dim, g.n);
         const std::vector<float> q = normal(size_t(g.group * g.head_dim), 1.0f, 9);
         for (int kv = 0; kv < g.kv_heads; ++kv) {
-          relu2_group_scores(cache, kv, q.data(), g.group, g.n, s);
-          for (int h = 0; h < g.group; ++h) relu2_weights(s.scores.data() + h * g.n, g.n);
           std::vector<float> o(static_cast<size_t>(g.group * g.head_dim));
-          relu2_group_values(cache, kv, g.group, g.n, 1.0f, s, o.data());
+          relu2_group(cache, kv, q.data(), g.group, g.n, 1.0f, s, o.data());
           for (int h = 0; h < g.group; ++h) {
             const std::vector<double> ref = plain_relu2(cache, kv, q.data() + h * g.head_dim, g.n, 1.0);
             for (int i = 0; i < g.head_dim; ++i) ASSERT_NEAR(o[size_t(h * g.head_dim + i)], ref[size_t(i)], 1e-5) << h;
@@ -187,7 +185,7 @@ TEST(KvKernels, Relu2GroupEqualsPlainPerHeadAttention) {
 // zero leaves the output unchanged; NaN in a row that one head weights makes it NaN (the
 // test can fail).
 TEST(KvKernels, VSkipNeverReadsRowsNoHeadWeights) {
-  const GroupCase g{1, 16, 2, 64};
+  const GroupCase g{1, 16, 2, kChunkKeys + 44};  // two chunks
   const int dh = g.head_dim;
   const std::vector<float> k = normal(size_t(g.n * dh), 1.0f, 21), v = normal(size_t(g.n * dh), 1.0f, 22);
   const std::vector<float> q = normal(size_t(g.group * dh), 1.0f, 23);
@@ -208,11 +206,9 @@ TEST(KvKernels, VSkipNeverReadsRowsNoHeadWeights) {
     for (int64_t j = 0; j < g.n; ++j) cache.append(k.data() + j * dh, values.data() + j * dh);
     AttentionScratch s;
     s.scores.resize(size_t(g.group * g.n));
-    s.rows.resize(size_t(kKeyBlock * dh));
-    relu2_group_scores(cache, 0, q.data(), g.group, g.n, s);
-    for (int h = 0; h < g.group; ++h) relu2_weights(s.scores.data() + h * g.n, g.n);
+    s.reserve_chunks(1, g.group, dh, g.n);
     std::vector<float> o(static_cast<size_t>(g.group * dh));
-    relu2_group_values(cache, 0, g.group, g.n, 1.0f, s, o.data());
+    relu2_group(cache, 0, q.data(), g.group, g.n, 1.0f, s, o.data());
     if (reads) *reads = s.v_reads;
     return o;
   };

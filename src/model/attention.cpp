@@ -1,9 +1,11 @@
-// The projections every attention mechanism shares: queries, this token's keys and values,
-// and the output projection.
+// What every attention mechanism shares: queries, this token's keys and values, the output
+// projection, and the work items a step's keys are split into (score, softmax and combine).
 #include "model/attention.h"
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 #include "kernels/ops.h"
 #include "model/output_gate.h"
@@ -12,19 +14,96 @@
 namespace wren {
 
 void AttentionScratch::reserve(const ModelConfig& c, int64_t context) {
-  size_t width = 0, group = 1, head = 0;
+  size_t width = 0, heads = 1, head = 0;
+  int kv_heads = 1, group = 1;
+  bool sparse = false;
   for (auto& [name, m] : c.mixers) {
     width = std::max(width, size_t(m.n_heads) * size_t(std::max(m.head_dim, m.value_dim())));
     head = std::max(head, size_t(std::max(m.head_dim, m.value_dim())));
-    if (m.n_kv_heads > 0) group = std::max(group, size_t(m.n_heads / m.n_kv_heads));
+    heads = std::max(heads, size_t(m.n_heads));
+    kv_heads = std::max(kv_heads, m.n_kv_heads);
+    if (m.n_kv_heads > 0) group = std::max(group, m.n_heads / m.n_kv_heads);
+    sparse |= m.kind == MixerKind::sparse_reuse;
   }
   // A sparse layer's group is its owner's: n_heads / owner's n_kv_heads, at most n_heads.
   for (auto& [name, m] : c.mixers)
-    if (m.kind == MixerKind::sparse_reuse) group = std::max(group, size_t(m.n_heads));
+    if (m.kind == MixerKind::sparse_reuse) group = std::max(group, m.n_heads);
   q.resize(width), k.resize(width), v.resize(width), o.resize(width), gate.resize(width);
-  scores.resize(group * size_t(context));
-  selected.resize(size_t(context));
-  rows.resize(size_t(kKeyBlock) * head);
+  scores.resize(heads * size_t(context));
+  selected.resize(sparse ? size_t(kv_heads) * size_t(context) : 0);
+  selected_count.resize(size_t(kv_heads));
+  reserve_chunks(kv_heads, group, int(head), context);
+}
+
+void AttentionScratch::reserve_chunks(int kv_heads, int group, int head_dim, int64_t keys) {
+  const size_t items = size_t(kv_heads) * size_t(key_chunks(keys));
+  chunk_group_ = group, chunk_head_ = head_dim;
+  chunk_rows_.resize(items * kKeyBlock * size_t(head_dim));
+  chunk_o_.resize(items * size_t(group) * size_t(head_dim));
+  chunk_sum_.resize(items * size_t(group));
+  chunk_max_.resize(items * size_t(group));
+  chunk_reads_.resize(items);
+}
+
+ChunkScratch AttentionScratch::chunk(int64_t item) {
+  if (item < 0 || size_t(item) >= chunk_reads_.size())
+    throw std::logic_error("attention: work item " + std::to_string(item) + " past the " +
+                           std::to_string(chunk_reads_.size()) + " reserved");
+  const size_t i = size_t(item), g = size_t(chunk_group_), dh = size_t(chunk_head_);
+  return {chunk_rows_.data() + i * kKeyBlock * dh, chunk_o_.data() + i * g * dh, chunk_sum_.data() + i * g,
+          chunk_max_.data() + i * g, chunk_reads_.data() + i};
+}
+
+void score_keys(const GroupKeys& k, float scale, float cap, int64_t j0, int64_t j1, float* rows) {
+  const int dh = k.cache.head_dim;
+  const float* key[kKeyBlock];
+  for (int64_t b0 = j0; b0 < j1; b0 += kKeyBlock) {
+    const int b = int(std::min<int64_t>(kKeyBlock, j1 - b0));
+    for (int r = 0; r < b; ++r) key[r] = k.cache.key(k.at(b0 + r), k.g, rows + r * dh);
+    for (int h = 0; h < k.heads; ++h)
+      for (int r = 0; r < b; ++r) {
+        float logit = kernels::dot(k.q + h * dh, key[r], dh) * scale;
+        if (cap > 0) logit = cap * std::tanh(logit / cap);
+        k.p[h * k.n + b0 + r] = logit;
+      }
+  }
+}
+
+void softmax_chunk(const GroupKeys& k, int64_t j0, int64_t j1, ChunkScratch c) {
+  const int dh = k.cache.head_dim;
+  for (int h = 0; h < k.heads; ++h) {
+    float* ph = k.p + h * k.n;
+    float top = -INFINITY;
+    for (int64_t j = j0; j < j1; ++j) top = std::max(top, ph[j]);
+    double sum = 0;
+    for (int64_t j = j0; j < j1; ++j) sum += ph[j] = std::exp(ph[j] - top);
+    c.max[h] = top, c.sum[h] = sum;
+  }
+  std::fill(c.o, c.o + k.heads * dh, 0.0f);
+  for (int64_t j = j0; j < j1; ++j) {
+    const float* v = k.cache.value(k.at(j), k.g, c.rows);
+    for (int h = 0; h < k.heads; ++h) kernels::axpy(k.p[h * k.n + j], v, dh, c.o + h * dh);
+  }
+}
+
+void combine_softmax(AttentionScratch& s, int64_t item0, int64_t chunks, int heads, int head_dim, const float* sinks,
+                     float* o) {
+  for (int h = 0; h < heads; ++h) {
+    const float sink = sinks ? sinks[h] : -INFINITY;
+    float top = sink;
+    for (int64_t c = 0; c < chunks; ++c) top = std::max(top, s.chunk(item0 + c).max[h]);
+    double sum = std::exp(double(sink - top));
+    float* oh = o + h * head_dim;
+    std::fill(oh, oh + head_dim, 0.0f);
+    for (int64_t c = 0; c < chunks; ++c) {
+      const ChunkScratch item = s.chunk(item0 + c);
+      const float f = std::exp(item.max[h] - top);
+      sum += double(f) * item.sum[h];
+      kernels::axpy(f, item.o + h * head_dim, head_dim, oh);
+    }
+    const float inv = float(1.0 / sum);
+    for (int i = 0; i < head_dim; ++i) oh[i] *= inv;
+  }
 }
 
 namespace {

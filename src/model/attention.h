@@ -32,21 +32,46 @@ struct VReads {
   double bytes_skipped = 0;
 };
 
+// Keys per work item of an attention step. A step splits each KV head's keys into chunks of
+// this many, a fixed size, so the items' bounds, and the results' bits, never depend on the
+// number of threads; each chunk's partial output is combined in chunk order.
+constexpr int64_t kChunkKeys = 256;
+inline int64_t key_chunks(int64_t n) { return (n + kChunkKeys - 1) / kChunkKeys; }
+
+// One work item's scratch: its decoded cache rows, and its partial results per query head of
+// the group: the partial output o_c[h] (un-normalised), the sum of its weights, and for a
+// softmax the largest logit its exponentials were taken against.
+struct ChunkScratch {
+  float* rows;    // [kKeyBlock][head_dim]
+  float* o;       // [group][head_dim]
+  double* sum;    // [group]
+  float* max;     // [group]
+  VReads* reads;
+};
+
 // Per-session working memory of the attention layers, sized once for the largest layer.
 struct AttentionScratch {
   std::vector<float> q, k, v, o, gate;  // [heads * head_dim]
-  std::vector<float> scores;            // [query heads per KV head][context]
-  std::vector<int32_t> selected;        // [context]
+  std::vector<float> scores;            // [query heads][keys of the step]
+  std::vector<int32_t> selected;        // [KV heads][context] a sparse layer's selection
+  std::vector<int64_t> selected_count;  // [KV heads] its length
   bool v_skip = true;  // false (--no-vskip): value rows of zero weight are read too, to measure the saving
-  std::vector<float> rows;              // kKeyBlock decoded cache rows [kKeyBlock][head_dim]
   VReads v_reads;
   void reserve(const ModelConfig& c, int64_t context);
+  // The work items' memory for steps of up to kv_heads x key_chunks(keys) items of `group`
+  // query heads of head_dim values (reserve calls it; tests of the kernels below too).
+  void reserve_chunks(int kv_heads, int group, int head_dim, int64_t keys);
+  ChunkScratch chunk(int64_t item);
+
+ private:
+  int chunk_group_ = 0, chunk_head_ = 0;
+  std::vector<float> chunk_rows_, chunk_o_, chunk_max_;
+  std::vector<double> chunk_sum_;
+  std::vector<VReads> chunk_reads_;
 };
 
 // Keys scored together per step of the group kernels (each row decoded once for all heads).
 constexpr int kKeyBlock = 8;
-// Query heads per KV head the ReLU^2 group kernel takes (its per-head sums live on the stack).
-constexpr int kMaxGroup = 64;
 
 // A row's projections that its batch ran beforehand (prefill's chunk: one GEMM per matrix
 // for all rows, attention_batch_inputs below): q = W_q x, k = W_k x, v = W_v x, before
@@ -141,14 +166,44 @@ void relu2_weights(float* scores, int64_t n);
 // weights, V-skip groups).
 void relu2_attention(const AttentionStep& a, const KvCache& cache, GroupScores scores, float* out,
                      Relu2Probe* probe = nullptr);
-// The two halves of one KV group's ReLU^2 attention, reading each cache row once for the
-// group's `heads` query heads q[heads][head_dim] (kKeyBlock keys at a time):
-// relu2_group_scores writes s_hj = q_h . k_j / sqrt(d_h) to s.scores[h n + j], j < n;
-// relu2_group_values, from the weights w_hj there (after relu2_weights), writes
-// o_h = sum_j w_hj v_j / (c + sum_j w_hj) to o[h head_dim ..] and reads V row j only when
-// some head weights it (w_hj > 0 for some h), counting reads and skips in s.v_reads.
-void relu2_group_scores(const KvCache& cache, int kv_head, const float* q, int heads, int64_t n, AttentionScratch& s);
-void relu2_group_values(const KvCache& cache, int kv_head, int heads, int64_t n, float c, AttentionScratch& s, float* o);
+
+// ---- The work items of a step: one KV head's keys [j0, j1) --------------------------------
+//
+// KV head g's query heads q[heads][head_dim] against its keys 0 .. n-1 of the step, key j
+// read at cache position at(j): first + j, or positions[j] (a sparse layer's selection).
+// p[h n + j] receives head h's logit, then its weight.
+struct GroupKeys {
+  const KvCache& cache;
+  int g;
+  const float* q;
+  int heads;
+  int64_t n;
+  float* p;
+  int64_t first = 0;
+  const int32_t* positions = nullptr;
+  int64_t at(int64_t j) const { return positions ? positions[j] : first + j; }
+};
+// p[h n + j] = scale q_h . k_j, or cap tanh(that / cap) when cap > 0, for j in [j0, j1):
+// kKeyBlock keys at a time, each K row decoded once for all heads.
+void score_keys(const GroupKeys& k, float scale, float cap, int64_t j0, int64_t j1, float* rows);
+// A softmax chunk from its logits: per head m = max_j p_hj, p_hj = exp(p_hj - m), sum = sum_j
+// p_hj, o_c[h] = sum_j p_hj v_j (each V row decoded once for all heads).
+void softmax_chunk(const GroupKeys& k, int64_t j0, int64_t j1, ChunkScratch c);
+// The chunks 0 .. chunks-1 of one group (work items item0 ..) into the heads' outputs:
+// M = max(sink_h, m_c), o_h = sum_c e^(m_c - M) o_c[h] / (e^(sink_h - M) + sum_c e^(m_c - M) sum_c).
+// sinks: one logit per head that carries no value (gpt-oss), or null.
+void combine_softmax(AttentionScratch& s, int64_t item0, int64_t chunks, int heads, int head_dim, const float* sinks,
+                     float* o);
+// A ReLU^2 chunk from its logits: p_hj = max(p_hj, 0)^2, sum = sum_j p_hj, o_c[h] = sum_j
+// p_hj v_j, V row j read only when some head weights it (or always, without v_skip),
+// counting reads and skips.
+void relu2_chunk(const GroupKeys& k, int64_t j0, int64_t j1, bool v_skip, ChunkScratch c);
+// o_h = sum_c o_c[h] / (c + sum_c sum_c).
+void combine_relu2(AttentionScratch& s, int64_t item0, int64_t chunks, int heads, int head_dim, float c, float* o);
+// One group's whole ReLU^2 attention through the chunk kernels, one chunk after another (what
+// a step's items compute): scores and weights into s.scores[h n + j], o_h into o. For tests.
+void relu2_group(const KvCache& cache, int g, const float* q, int heads, int64_t n, float c, AttentionScratch& s,
+                 float* o);
 
 // Sparse selection: the top_k keys by score, union the `recent` most recent of n keys; all
 // n when n <= top_k + recent. Writes ascending positions to `out`, returns their count.

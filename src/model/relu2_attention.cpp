@@ -1,13 +1,14 @@
 // Sevren Sparse Attention (seed 000; NOTES.md 1). With q^ = RMSNorm(q), k^ = RMSNorm(k):
 //   s_j = q^ . k^_j / sqrt(d_h),   w_j = max(s_j, 0)^2,   o = sum_j w_j v_j / (c + sum_j w_j)
-// No position encoding. Per KV head, kKeyBlock keys at a time are scored for all query heads
-// of the group, each K row decoded once; a V row is read only when some head of the group
-// weights its key (V-skip per KV group): every head's weight of it is 0 otherwise, so the
-// row cannot change any output. The pre-ReLU scores are also what the sparse layers that
-// reuse this cache select by: per KV head, the maximum over its query heads.
+// No position encoding. The work is split into items of (KV head, chunk of kChunkKeys keys)
+// run across the pool; an item scores its keys for all query heads of the group, each K row
+// decoded once, and reads a V row only when some head of the group weights its key (V-skip
+// per KV group): every head's weight of it is 0 otherwise, so the row cannot change any
+// output. Its partial sums are added per head in chunk order. The pre-ReLU scores are also
+// what the sparse layers that reuse this cache select by: per KV head, the maximum over its
+// query heads.
+#include <algorithm>
 #include <cmath>
-#include <stdexcept>
-#include <string>
 
 #include "kernels/ops.h"
 #include "model/attention.h"
@@ -18,70 +19,88 @@ void relu2_weights(float* scores, int64_t n) {
   for (int64_t j = 0; j < n; ++j) scores[j] = scores[j] > 0.0f ? scores[j] * scores[j] : 0.0f;
 }
 
-void relu2_group_scores(const KvCache& cache, int g, const float* q, int heads, int64_t n, AttentionScratch& s) {
-  const int dh = cache.head_dim;
-  const float scale = 1.0f / std::sqrt(float(dh));
-  float* score = s.scores.data();
-  const float* k[kKeyBlock];
-  for (int64_t j0 = 0; j0 < n; j0 += kKeyBlock) {
-    const int b = int(std::min<int64_t>(kKeyBlock, n - j0));
-    for (int r = 0; r < b; ++r) k[r] = cache.key(j0 + r, g, s.rows.data() + r * dh);
-    for (int h = 0; h < heads; ++h)
-      for (int r = 0; r < b; ++r) score[h * n + j0 + r] = kernels::dot(q + h * dh, k[r], dh) * scale;
+void relu2_chunk(const GroupKeys& k, int64_t j0, int64_t j1, bool v_skip, ChunkScratch c) {
+  const int dh = k.cache.head_dim;
+  for (int h = 0; h < k.heads; ++h) {
+    float* w = k.p + h * k.n;
+    relu2_weights(w + j0, j1 - j0);
+    double sum = 0;
+    for (int64_t j = j0; j < j1; ++j) sum += w[j];
+    c.sum[h] = sum;
+  }
+  std::fill(c.o, c.o + k.heads * dh, 0.0f);
+  int64_t read = 0;
+  for (int64_t j = j0; j < j1; ++j) {
+    bool needed = false;
+    for (int h = 0; h < k.heads; ++h) needed |= k.p[h * k.n + j] > 0.0f;
+    if (!needed && v_skip) continue;  // --no-vskip reads the row anyway, to measure the saving
+    ++read;
+    const float* v = k.cache.value(k.at(j), k.g, c.rows);
+    for (int h = 0; h < k.heads; ++h) {
+      const float wj = k.p[h * k.n + j];
+      if (wj > 0.0f || !v_skip) kernels::axpy(wj, v, dh, c.o + h * dh);
+    }
+  }
+  *c.reads = {read, (j1 - j0) - read, double((j1 - j0) - read) * k.cache.head_row_bytes()};
+}
+
+void combine_relu2(AttentionScratch& s, int64_t item0, int64_t chunks, int heads, int head_dim, float c, float* o) {
+  for (int h = 0; h < heads; ++h) {
+    float* oh = o + h * head_dim;
+    std::fill(oh, oh + head_dim, 0.0f);
+    double sum = 0;
+    for (int64_t i = 0; i < chunks; ++i) {
+      const ChunkScratch item = s.chunk(item0 + i);
+      sum += item.sum[h];
+      kernels::axpy(1.0f, item.o + h * head_dim, head_dim, oh);
+    }
+    const float inv = float(1.0 / (c + sum));
+    for (int i = 0; i < head_dim; ++i) oh[i] *= inv;
+  }
+  for (int64_t i = 0; i < chunks; ++i) {
+    const VReads& r = *s.chunk(item0 + i).reads;
+    s.v_reads.read += r.read, s.v_reads.skipped += r.skipped, s.v_reads.bytes_skipped += r.bytes_skipped;
   }
 }
 
-void relu2_group_values(const KvCache& cache, int g, int heads, int64_t n, float c, AttentionScratch& s, float* o) {
-  const int dh = cache.head_dim;
-  const float* w = s.scores.data();
-  std::fill(o, o + heads * dh, 0.0f);
-  double sum[kMaxGroup] = {};
-  if (heads > kMaxGroup)
-    throw std::invalid_argument("relu2 attention: " + std::to_string(heads) + " query heads per KV head, at most " +
-                                std::to_string(kMaxGroup));
-  int64_t read = 0;
-  for (int64_t j = 0; j < n; ++j) {
-    bool needed = false;
-    for (int h = 0; h < heads; ++h) needed |= w[h * n + j] > 0.0f;
-    if (!needed && s.v_skip) continue;  // --no-vskip reads the row anyway, to measure the saving
-    ++read;
-    const float* v = cache.value(j, g, s.rows.data());
-    for (int h = 0; h < heads; ++h) {
-      const float wj = w[h * n + j];
-      if (wj > 0.0f || !s.v_skip) {
-        sum[h] += wj;
-        kernels::axpy(wj, v, dh, o + h * dh);
-      }
-    }
+namespace {
+float relu2_scale(int head_dim) { return 1.0f / std::sqrt(float(head_dim)); }
+}  // namespace
+
+void relu2_group(const KvCache& cache, int g, const float* q, int heads, int64_t n, float c, AttentionScratch& s,
+                 float* o) {
+  const GroupKeys k{cache, g, q, heads, n, s.scores.data()};
+  const int64_t chunks = key_chunks(n);
+  for (int64_t i = 0; i < chunks; ++i) {
+    const int64_t j0 = i * kChunkKeys, j1 = std::min(n, j0 + kChunkKeys);
+    score_keys(k, relu2_scale(cache.head_dim), 0.0f, j0, j1, s.chunk(i).rows);
+    relu2_chunk(k, j0, j1, s.v_skip, s.chunk(i));
   }
-  for (int h = 0; h < heads; ++h) {
-    const float inv = float(1.0 / (c + sum[h]));
-    for (int i = 0; i < dh; ++i) o[h * dh + i] *= inv;
-  }
-  s.v_reads.read += read;
-  s.v_reads.skipped += n - read;
-  s.v_reads.bytes_skipped += double(n - read) * cache.head_row_bytes();
+  combine_relu2(s, 0, chunks, heads, cache.head_dim, c, o);
 }
 
 void relu2_attention(const AttentionStep& a, const KvCache& cache, GroupScores scores, float* out, Relu2Probe* probe) {
   const MixerSpec& m = a.m;
   AttentionScratch& s = a.s;
-  const int64_t pos = a.pos;
   step_query(a);
   const int dh = m.head_dim, group = m.n_heads / m.n_kv_heads;
-  const int64_t n = pos + 1;
+  const int64_t n = a.pos + 1, chunks = key_chunks(n);
   clear_group_scores(scores, m.n_kv_heads, n);
+  kernels::run_items(a.pool, m.n_kv_heads * chunks, [&](int64_t i) {
+    const int g = int(i / chunks);
+    const GroupKeys k{cache, g, s.q.data() + int64_t(g) * group * dh, group, n, s.scores.data() + int64_t(g) * group * n};
+    const int64_t j0 = i % chunks * kChunkKeys, j1 = std::min(n, j0 + kChunkKeys);
+    const ChunkScratch c = s.chunk(i);
+    score_keys(k, relu2_scale(dh), 0.0f, j0, j1, c.rows);
+    for (int h = 0; h < group; ++h) record_group_scores(scores, g, j0, k.p + h * n + j0, j1 - j0);
+    relu2_chunk(k, j0, j1, s.v_skip, c);
+  });
   for (int g = 0; g < m.n_kv_heads; ++g) {
-    relu2_group_scores(cache, g, s.q.data() + int64_t(g) * group * dh, group, n, s);
-    for (int h = 0; h < group; ++h) {
-      float* w = s.scores.data() + h * n;
-      record_group_scores(scores, g, 0, w, n);
-      relu2_weights(w, n);
-      if (probe) probe->record_head(g * group + h, g, w, n, pos);
-    }
-    relu2_group_values(cache, g, group, n, float(m.relu2_c), s, s.o.data() + int64_t(g) * group * dh);
+    combine_relu2(s, g * chunks, chunks, group, dh, float(m.relu2_c), s.o.data() + int64_t(g) * group * dh);
+    if (probe)
+      for (int h = 0; h < group; ++h) probe->record_head(g * group + h, g, s.scores.data() + (g * group + h) * n, n, a.pos);
   }
-  if (probe) probe->finish_query(pos, n);
+  if (probe) probe->finish_query(a.pos, n);
   step_output(a, out);
 }
 

@@ -31,30 +31,32 @@ void sparse_attention(const AttentionStep& a, const MixerSpec& owner, const KvCa
                       float* out) {
   const MixerSpec& m = a.m;
   AttentionScratch& s = a.s;
-  const int64_t pos = a.pos;
   step_query(a);
-  const int dh = m.head_dim, group = m.n_heads / owner.n_kv_heads;
+  const int dh = m.head_dim, kv_heads = owner.n_kv_heads, group = m.n_heads / kv_heads;
   const float scale = 1.0f / std::sqrt(float(dh));
-  const int64_t n = pos + 1;
-  int32_t* sel = s.selected.data();
-  float* p = s.scores.data();  // [group][count]
-  float* buf = s.rows.data();
-  for (int g = 0; g < owner.n_kv_heads; ++g) {
-    const int64_t count = select_keys(owner_scores.data + g * owner_scores.stride, n, m.top_k, m.recent, sel);
-    const float* q = s.q.data() + int64_t(g) * group * dh;
-    // The gather: each selected K row, then each V row, decoded once for the group's heads.
-    for (int64_t i = 0; i < count; ++i) {
-      const float* k = cache.key(sel[i], g, buf);
-      for (int h = 0; h < group; ++h) p[h * count + i] = kernels::dot(q + h * dh, k, dh) * scale;
-    }
-    for (int h = 0; h < group; ++h) kernels::softmax(p + h * count, count);
-    float* o = s.o.data() + int64_t(g) * group * dh;
-    std::fill(o, o + group * dh, 0.0f);
-    for (int64_t i = 0; i < count; ++i) {
-      const float* v = cache.value(sel[i], g, buf);
-      for (int h = 0; h < group; ++h) kernels::axpy(p[h * count + i], v, dh, o + h * dh);
-    }
-  }
+  const int64_t n = a.pos + 1;
+  // Per KV head its selection (at most n keys) in s.selected[g n ..], then items of (KV head,
+  // chunk of its selection) as window_attention's, with one chunk count for all heads.
+  int64_t* counts = s.selected_count.data();
+  kernels::run_items(a.pool, kv_heads, [&](int64_t g) {
+    counts[g] = select_keys(owner_scores.data + g * owner_scores.stride, n, m.top_k, m.recent, s.selected.data() + g * n);
+  });
+  int64_t longest = 0;
+  for (int g = 0; g < kv_heads; ++g) longest = std::max(longest, counts[g]);
+  const int64_t chunks = key_chunks(longest);
+  auto keys_of = [&](int g) {
+    return GroupKeys{cache, g, s.q.data() + int64_t(g) * group * dh, group, counts[g],
+                     s.scores.data() + int64_t(g) * group * n, 0, s.selected.data() + g * n};
+  };
+  kernels::run_items(a.pool, kv_heads * chunks, [&](int64_t i) {
+    const GroupKeys k = keys_of(int(i / chunks));
+    const int64_t j0 = std::min(k.n, i % chunks * kChunkKeys), j1 = std::min(k.n, j0 + kChunkKeys);
+    const ChunkScratch c = s.chunk(i);
+    score_keys(k, scale, 0.0f, j0, j1, c.rows);
+    softmax_chunk(k, j0, j1, c);
+  });
+  for (int g = 0; g < kv_heads; ++g)
+    combine_softmax(s, g * chunks, chunks, group, dh, nullptr, s.o.data() + int64_t(g) * group * dh);
   step_output(a, out);
 }
 
