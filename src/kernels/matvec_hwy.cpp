@@ -150,14 +150,42 @@ void Axpy(float a, const float* x, int64_t n, float* y) {
   for (; i < n; ++i) y[i] += a * x[i];
 }
 
+// Four q8 rows of AddRowsRange at once: each vector of y is loaded and stored once per four
+// rows, its four multiply-adds in row order, so every y[i] takes the same steps as one row
+// at a time (the same bits) with a quarter of y's loads and stores.
+void AddQ8Rows4(const MatrixView& w, const int32_t* rows, const float* coeffs, float* y, int64_t c0, int64_t c1) {
+  const DF d;
+  const int64_t N = int64_t(hn::Lanes(d));
+  const int8_t* q[4];
+  const F16* scale[4];
+  for (int j = 0; j < 4; ++j) q[j] = w.q8_row(rows[j]), scale[j] = w.row_scales(rows[j]) + c0 / w.group;
+  for (int64_t g0 = c0, g = 0; g0 < c1; g0 += w.group, ++g) {
+    float a[4];  // coefficient x group scale
+    VF va[4];
+    for (int j = 0; j < 4; ++j) a[j] = coeffs[j] * f16_to_f32(scale[j][g]), va[j] = hn::Set(d, a[j]);
+    int64_t i = g0;
+    for (; i + N <= g0 + w.group; i += N) {
+      VF acc = hn::LoadU(d, y + i);
+      for (int j = 0; j < 4; ++j) acc = hn::MulAdd(va[j], LoadQ8(q[j] + i), acc);
+      hn::StoreU(acc, d, y + i);
+    }
+    for (; i < g0 + w.group; ++i)
+      for (int j = 0; j < 4; ++j) y[i] += a[j] * float(q[j][i]);
+  }
+}
+
 // y[c0:c1) += sum_i coeffs[i] W[rows[i], c0:c1). For q8/q4, c0 and c1 are group bounds and
 // each group is one f32 axpy: y += (coeff s_g) q, the int8 or nibble values widened in SIMD
-// registers (q4: low nibbles to even columns, high to odd, through interleaved y).
+// registers (q4: low nibbles to even columns, high to odd, through interleaved y); q8 rows
+// four at a time (AddQ8Rows4), then the rest.
 void AddRowsRange(const MatrixView& w, const int32_t* rows, const float* coeffs, int64_t n_rows,
                   float* y, int64_t c0, int64_t c1) {
   const DF d;
   const int64_t N = int64_t(hn::Lanes(d));
-  for (int64_t k = 0; k < n_rows; ++k) {
+  int64_t k = 0;
+  if (w.type == DType::q8)
+    for (; k + 4 <= n_rows; k += 4) AddQ8Rows4(w, rows + k, coeffs + k, y, c0, c1);
+  for (; k < n_rows; ++k) {
     const int64_t r = rows[k];
     const float c = coeffs[k];
     if (w.type == DType::f32) {
