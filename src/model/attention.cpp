@@ -19,7 +19,12 @@ void AttentionScratch::reserve(const ModelConfig& c, int64_t context) {
   bool sparse = false;
   for (auto& [name, m] : c.mixers) {
     width = std::max(width, size_t(m.n_heads) * size_t(std::max(m.head_dim, m.value_dim())));
-    head = std::max(head, size_t(std::max(m.head_dim, m.value_dim())));
+    // The scores and work items below serve the mechanisms of this file's entry points
+    // (MLA and the recurrent mixers keep scratch of their own).
+    const bool over_cache = m.kind == MixerKind::attention || m.kind == MixerKind::relu2_attention ||
+                            m.kind == MixerKind::sparse_reuse;
+    if (!over_cache) continue;
+    head = std::max(head, size_t(m.head_dim));
     heads = std::max(heads, size_t(m.n_heads));
     kv_heads = std::max(kv_heads, m.n_kv_heads);
     if (m.n_kv_heads > 0) group = std::max(group, m.n_heads / m.n_kv_heads);
