@@ -161,12 +161,11 @@ void AddQ8Rows4(const MatrixView& w, const int32_t* rows, const float* coeffs, f
   for (int j = 0; j < 4; ++j) q[j] = w.q8_row(rows[j]), scale[j] = w.row_scales(rows[j]) + c0 / w.group;
   for (int64_t g0 = c0, g = 0; g0 < c1; g0 += w.group, ++g) {
     float a[4];  // coefficient x group scale
-    VF va[4];
-    for (int j = 0; j < 4; ++j) a[j] = coeffs[j] * f16_to_f32(scale[j][g]), va[j] = hn::Set(d, a[j]);
+    for (int j = 0; j < 4; ++j) a[j] = coeffs[j] * f16_to_f32(scale[j][g]);
     int64_t i = g0;
-    for (; i + N <= g0 + w.group; i += N) {
+    for (; i + N <= g0 + w.group; i += N) {  // (no arrays of vectors: SVE's are sizeless)
       VF acc = hn::LoadU(d, y + i);
-      for (int j = 0; j < 4; ++j) acc = hn::MulAdd(va[j], LoadQ8(q[j] + i), acc);
+      for (int j = 0; j < 4; ++j) acc = hn::MulAdd(hn::Set(d, a[j]), LoadQ8(q[j] + i), acc);
       hn::StoreU(acc, d, y + i);
     }
     for (; i < g0 + w.group; ++i)
