@@ -63,12 +63,10 @@ TEST(AttentionItems, SplitSoftmaxEqualsOneSoftmaxOverAllKeys) {
       const float scale = 0.25f;
       const int64_t chunks = key_chunks(n);
       for (int g = 0; g < kv_heads; ++g) {
-        const GroupKeys keys{cache, g, q.data() + g * heads * dh, heads, n, s.scores.data()};
-        for (int64_t c = 0; c < chunks; ++c) {
-          const int64_t j0 = c * kChunkKeys, j1 = std::min(n, j0 + kChunkKeys);
-          score_keys(keys, scale, 0.0f, j0, j1, s.chunk(g * chunks + c).rows);
-          softmax_chunk(keys, j0, j1, s.chunk(g * chunks + c));
-        }
+        const GroupKeys keys{.cache = cache, .g = g, .q = q.data() + g * heads * dh, .heads = heads, .n = n,
+                             .p = s.scores.data(), .scale = scale};
+        for (int64_t c = 0; c < chunks; ++c)
+          softmax_chunk(keys, c * kChunkKeys, std::min(n, (c + 1) * kChunkKeys), s.chunk(g * chunks + c));
         std::vector<float> o(static_cast<size_t>(heads * dh));
         combine_softmax(s, g * chunks, chunks, heads, dh, with_sinks ? sinks.data() : nullptr, o.data());
         const std::vector<double> ref =

@@ -59,7 +59,7 @@ ChunkScratch AttentionScratch::chunk(int64_t item) {
           chunk_max_.data() + i * g, chunk_reads_.data() + i};
 }
 
-void score_keys(const GroupKeys& k, float scale, float cap, int64_t j0, int64_t j1, float* rows) {
+void score_keys(const GroupKeys& k, int64_t j0, int64_t j1, float* rows) {
   const int dh = k.cache.head_dim;
   const float* key[kKeyBlock];
   for (int64_t b0 = j0; b0 < j1; b0 += kKeyBlock) {
@@ -67,15 +67,17 @@ void score_keys(const GroupKeys& k, float scale, float cap, int64_t j0, int64_t 
     for (int r = 0; r < b; ++r) key[r] = k.cache.key(k.at(b0 + r), k.g, rows + r * dh);
     for (int h = 0; h < k.heads; ++h)
       for (int r = 0; r < b; ++r) {
-        float logit = kernels::dot(k.q + h * dh, key[r], dh) * scale;
-        if (cap > 0) logit = cap * std::tanh(logit / cap);
+        float logit = kernels::dot(k.q + h * dh, key[r], dh) * k.scale;
+        if (k.cap > 0) logit = k.cap * std::tanh(logit / k.cap);
         k.p[h * k.n + b0 + r] = logit;
       }
   }
+  for (int h = 0; h < k.heads; ++h) record_group_scores(k.kept, k.g, k.at(j0), k.p + h * k.n + j0, j1 - j0);
 }
 
 void softmax_chunk(const GroupKeys& k, int64_t j0, int64_t j1, ChunkScratch c) {
   const int dh = k.cache.head_dim;
+  score_keys(k, j0, j1, c.rows);
   for (int h = 0; h < k.heads; ++h) {
     float* ph = k.p + h * k.n;
     float top = -INFINITY;

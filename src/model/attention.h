@@ -171,7 +171,9 @@ void relu2_attention(const AttentionStep& a, const KvCache& cache, GroupScores s
 //
 // KV head g's query heads q[heads][head_dim] against its keys 0 .. n-1 of the step, key j
 // read at cache position at(j): first + j, or positions[j] (a sparse layer's selection).
-// p[h n + j] receives head h's logit, then its weight.
+// p[h n + j] receives head h's logit l_hj = scale q_h . k_j (cap tanh(l / cap) when cap > 0),
+// then its weight. `kept`, when set, receives the per-KV-head maxima of the logits at their
+// positions (record_group_scores; contiguous keys only, positions null).
 struct GroupKeys {
   const KvCache& cache;
   int g;
@@ -179,24 +181,28 @@ struct GroupKeys {
   int heads;
   int64_t n;
   float* p;
+  float scale;
+  float cap = 0;
+  GroupScores kept = {};
   int64_t first = 0;
   const int32_t* positions = nullptr;
   int64_t at(int64_t j) const { return positions ? positions[j] : first + j; }
 };
-// p[h n + j] = scale q_h . k_j, or cap tanh(that / cap) when cap > 0, for j in [j0, j1):
-// kKeyBlock keys at a time, each K row decoded once for all heads.
-void score_keys(const GroupKeys& k, float scale, float cap, int64_t j0, int64_t j1, float* rows);
-// A softmax chunk from its logits: per head m = max_j p_hj, p_hj = exp(p_hj - m), sum = sum_j
-// p_hj, o_c[h] = sum_j p_hj v_j (each V row decoded once for all heads).
+// The logits of keys [j0, j1) into p, and into kept: kKeyBlock keys at a time, each K row
+// decoded once for all heads (rows: kKeyBlock rows of scratch). The first step of both chunk
+// kernels below.
+void score_keys(const GroupKeys& k, int64_t j0, int64_t j1, float* rows);
+// A softmax chunk: its logits (score_keys), then per head m = max_j p_hj, p_hj = exp(p_hj -
+// m), sum = sum_j p_hj, o_c[h] = sum_j p_hj v_j (each V row decoded once for all heads).
 void softmax_chunk(const GroupKeys& k, int64_t j0, int64_t j1, ChunkScratch c);
 // The chunks 0 .. chunks-1 of one group (work items item0 ..) into the heads' outputs:
 // M = max(sink_h, m_c), o_h = sum_c e^(m_c - M) o_c[h] / (e^(sink_h - M) + sum_c e^(m_c - M) sum_c).
 // sinks: one logit per head that carries no value (gpt-oss), or null.
 void combine_softmax(AttentionScratch& s, int64_t item0, int64_t chunks, int heads, int head_dim, const float* sinks,
                      float* o);
-// A ReLU^2 chunk from its logits: p_hj = max(p_hj, 0)^2, sum = sum_j p_hj, o_c[h] = sum_j
-// p_hj v_j, V row j read only when some head weights it (or always, without v_skip),
-// counting reads and skips.
+// A ReLU^2 chunk: its logits (score_keys), then p_hj = max(p_hj, 0)^2, sum = sum_j p_hj,
+// o_c[h] = sum_j p_hj v_j, V row j read only when some head weights it (or always, without
+// v_skip), counting reads and skips.
 void relu2_chunk(const GroupKeys& k, int64_t j0, int64_t j1, bool v_skip, ChunkScratch c);
 // o_h = sum_c o_c[h] / (c + sum_c sum_c).
 void combine_relu2(AttentionScratch& s, int64_t item0, int64_t chunks, int heads, int head_dim, float c, float* o);

@@ -21,6 +21,7 @@ void relu2_weights(float* scores, int64_t n) {
 
 void relu2_chunk(const GroupKeys& k, int64_t j0, int64_t j1, bool v_skip, ChunkScratch c) {
   const int dh = k.cache.head_dim;
+  score_keys(k, j0, j1, c.rows);
   for (int h = 0; h < k.heads; ++h) {
     float* w = k.p + h * k.n;
     relu2_weights(w + j0, j1 - j0);
@@ -69,13 +70,10 @@ float relu2_scale(int head_dim) { return 1.0f / std::sqrt(float(head_dim)); }
 
 void relu2_group(const KvCache& cache, int g, const float* q, int heads, int64_t n, float c, AttentionScratch& s,
                  float* o) {
-  const GroupKeys k{cache, g, q, heads, n, s.scores.data()};
+  const GroupKeys k{.cache = cache, .g = g, .q = q, .heads = heads, .n = n, .p = s.scores.data(),
+                    .scale = relu2_scale(cache.head_dim)};
   const int64_t chunks = key_chunks(n);
-  for (int64_t i = 0; i < chunks; ++i) {
-    const int64_t j0 = i * kChunkKeys, j1 = std::min(n, j0 + kChunkKeys);
-    score_keys(k, relu2_scale(cache.head_dim), 0.0f, j0, j1, s.chunk(i).rows);
-    relu2_chunk(k, j0, j1, s.v_skip, s.chunk(i));
-  }
+  for (int64_t i = 0; i < chunks; ++i) relu2_chunk(k, i * kChunkKeys, std::min(n, (i + 1) * kChunkKeys), s.v_skip, s.chunk(i));
   combine_relu2(s, 0, chunks, heads, cache.head_dim, c, o);
 }
 
@@ -88,12 +86,10 @@ void relu2_attention(const AttentionStep& a, const KvCache& cache, GroupScores s
   clear_group_scores(scores, m.n_kv_heads, n);
   kernels::run_items(a.pool, m.n_kv_heads * chunks, [&](int64_t i) {
     const int g = int(i / chunks);
-    const GroupKeys k{cache, g, s.q.data() + int64_t(g) * group * dh, group, n, s.scores.data() + int64_t(g) * group * n};
-    const int64_t j0 = i % chunks * kChunkKeys, j1 = std::min(n, j0 + kChunkKeys);
-    const ChunkScratch c = s.chunk(i);
-    score_keys(k, relu2_scale(dh), 0.0f, j0, j1, c.rows);
-    for (int h = 0; h < group; ++h) record_group_scores(scores, g, j0, k.p + h * n + j0, j1 - j0);
-    relu2_chunk(k, j0, j1, s.v_skip, c);
+    const GroupKeys k{.cache = cache, .g = g, .q = s.q.data() + int64_t(g) * group * dh, .heads = group, .n = n,
+                      .p = s.scores.data() + int64_t(g) * group * n, .scale = relu2_scale(dh), .kept = scores};
+    const int64_t j0 = i % chunks * kChunkKeys;
+    relu2_chunk(k, j0, std::min(n, j0 + kChunkKeys), s.v_skip, s.chunk(i));
   });
   for (int g = 0; g < m.n_kv_heads; ++g) {
     combine_relu2(s, g * chunks, chunks, group, dh, float(m.relu2_c), s.o.data() + int64_t(g) * group * dh);

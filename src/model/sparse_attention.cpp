@@ -44,16 +44,13 @@ void sparse_attention(const AttentionStep& a, const MixerSpec& owner, const KvCa
   int64_t longest = 0;
   for (int g = 0; g < kv_heads; ++g) longest = std::max(longest, counts[g]);
   const int64_t chunks = key_chunks(longest);
-  auto keys_of = [&](int g) {
-    return GroupKeys{cache, g, s.q.data() + int64_t(g) * group * dh, group, counts[g],
-                     s.scores.data() + int64_t(g) * group * n, 0, s.selected.data() + g * n};
-  };
   kernels::run_items(a.pool, kv_heads * chunks, [&](int64_t i) {
-    const GroupKeys k = keys_of(int(i / chunks));
-    const int64_t j0 = std::min(k.n, i % chunks * kChunkKeys), j1 = std::min(k.n, j0 + kChunkKeys);
-    const ChunkScratch c = s.chunk(i);
-    score_keys(k, scale, 0.0f, j0, j1, c.rows);
-    softmax_chunk(k, j0, j1, c);
+    const int g = int(i / chunks);
+    const GroupKeys k{.cache = cache, .g = g, .q = s.q.data() + int64_t(g) * group * dh, .heads = group, .n = counts[g],
+                      .p = s.scores.data() + int64_t(g) * group * n, .scale = scale,
+                      .positions = s.selected.data() + g * n};
+    const int64_t j0 = std::min(k.n, i % chunks * kChunkKeys);
+    softmax_chunk(k, j0, std::min(k.n, j0 + kChunkKeys), s.chunk(i));
   });
   for (int g = 0; g < kv_heads; ++g)
     combine_softmax(s, g * chunks, chunks, group, dh, nullptr, s.o.data() + int64_t(g) * group * dh);

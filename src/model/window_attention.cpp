@@ -7,6 +7,7 @@
 // across the pool, each reading its K and V rows once for all query heads of its group and
 // keeping a partial softmax (its own maximum, sum and output), combined per head in chunk
 // order (split-K decoding: the result is the one softmax over all keys).
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/ops.h"
@@ -24,17 +25,13 @@ void window_attention(const AttentionStep& a, const KvCache& cache, GroupScores 
   const float cap = float(m.softcap);  // Gemma 2: logit = cap tanh(logit / cap)
   const int64_t first = cache.first(), n = a.pos + 1 - first, chunks = key_chunks(n);
   clear_group_scores(scores, m.n_kv_heads, a.pos + 1);
-  auto keys_of = [&](int g) {
-    return GroupKeys{cache, g, s.q.data() + int64_t(g) * group * dh, group, n, s.scores.data() + int64_t(g) * group * n,
-                     first};
-  };
   kernels::run_items(a.pool, m.n_kv_heads * chunks, [&](int64_t i) {
-    const GroupKeys k = keys_of(int(i / chunks));
-    const int64_t j0 = i % chunks * kChunkKeys, j1 = std::min(n, j0 + kChunkKeys);
-    const ChunkScratch c = s.chunk(i);
-    score_keys(k, scale, cap, j0, j1, c.rows);
-    for (int h = 0; h < group; ++h) record_group_scores(scores, k.g, first + j0, k.p + h * n + j0, j1 - j0);
-    softmax_chunk(k, j0, j1, c);
+    const int g = int(i / chunks);
+    const GroupKeys k{.cache = cache, .g = g, .q = s.q.data() + int64_t(g) * group * dh, .heads = group, .n = n,
+                      .p = s.scores.data() + int64_t(g) * group * n, .scale = scale, .cap = cap, .kept = scores,
+                      .first = first};
+    const int64_t j0 = i % chunks * kChunkKeys;
+    softmax_chunk(k, j0, std::min(n, j0 + kChunkKeys), s.chunk(i));
   });
   for (int g = 0; g < m.n_kv_heads; ++g)
     combine_softmax(s, g * chunks, chunks, group, dh, w.sinks.empty() ? nullptr : w.sinks.data() + g * group,
