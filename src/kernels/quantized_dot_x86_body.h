@@ -195,7 +195,7 @@ inline void packed_tail(const uint8_t* const* row, const F16* const* sw, const Q
 // isum[j][t] = the offsets of block b's 8 groups for token t, in lane order: -8 sum q_x for
 // q4's +8 nibbles, s8s8_offset for q8 (VNNI's unsigned weights).
 template <int R, int C, bool kQ4>
-inline void block_offsets(const QuantizedActivation* xq, int64_t b, __m256i (*isum)[C]) {
+[[gnu::always_inline]] inline void block_offsets(const QuantizedActivation* xq, int64_t b, __m256i (*isum)[C]) {
   WREN_UNROLL for (int t = 0; t < C; ++t) {
     const __m256i sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[t].sums.data() + 8 * b));
     const __m256i offset = kQ4 ? _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sums, 3)) : s8s8_offset(sums);
@@ -245,7 +245,7 @@ template <int N> struct VnniRegs<true, N> {
 // 128). A decode row (C = 1) takes the high nibbles as 16 v (a mask, no shift) into a sum of
 // their own, divided by 16 exactly once per block.
 template <int R, int C, bool kQ4>
-inline void vnni_block_sums(const uint8_t* const* row, const QuantizedActivation* xq, int64_t b, __m256i (*isum)[C]) {
+[[gnu::always_inline]] inline void vnni_block_sums(const uint8_t* const* row, const QuantizedActivation* xq, int64_t b, __m256i (*isum)[C]) {
   using Regs = VnniRegs<kZmm>;
   using V = typename Regs::V;
   constexpr int W = Regs::kBytes;
@@ -299,7 +299,7 @@ inline void vnni_block_sums(const uint8_t* const* row, const QuantizedActivation
 // and block; q4 keeps maddubs pairs in int16 over the block's 8 products per lane
 // (8 * 2 * 15 * 127 = 30480 < 2^15), then one madd to int32.
 template <int R, int C, bool kQ4>
-inline void avx2_block_sums(const uint8_t* const* row, const QuantizedActivation* xq, int64_t b, __m256i (*isum)[C]) {
+[[gnu::always_inline]] inline void avx2_block_sums(const uint8_t* const* row, const QuantizedActivation* xq, int64_t b, __m256i (*isum)[C]) {
   constexpr int64_t kBlockBytes = kQ4 ? 128 : 256;
   block_offsets<R, C, kQ4>(xq, b, isum);
   auto x_at = [&](int t, int64_t at) {
