@@ -70,9 +70,10 @@ constexpr bool kZmm = false;
 }  // namespace avx512vnni
 
 // The same with the packed blocks' integer sums on 512-bit registers (VnniRegs<true>): half
-// the instructions. Not the default: on Zen 5 under KVM it measured no faster than 256 bits
-// (Llama-3.2-1B shape pp512 at 2 threads, best of 3 alternating: q8 134.7 vs 140.5 tokens/s,
-// q4 155.1 vs 152.6; decode streams memory either way); wren bench --int8-path takes it.
+// the instructions, the same sums and f32 steps. The default path takes its batched tiles
+// (prefill is compute-bound: 2048 x 2048 x 256 tokens, 1 thread, Zen 5, best of 3 alternating:
+// q4 7.8 vs 9.5 ms, q8 8.1 vs 9.0 ms) and keeps 256-bit decode rows, which stream memory as
+// fast and stay clear of the clock penalty some Intel cores take on 512-bit instructions.
 // GCC 12's 512-bit intrinsics pass an undefined vector as the unused merge operand, which
 // -W(maybe-)uninitialized reports once inlined (GCC bug 105593, fixed in 13).
 #if defined(__GNUC__) && !defined(__clang__)
@@ -141,9 +142,12 @@ bool has_avx2() { return features().avx2; }
 bool has_avx512vnni() { return features().avx512vnni; }
 bool has_avxvnni() { return features().avxvnni; }
 
+// avx512vnni: 256-bit decode rows, 512-bit batched tiles; -zmm and -ymm use one width for
+// both (bench --int8-path compares them).
 const Path kPaths[] = {
-    {"avx512vnni", has_avx512vnni, avx512vnni::q8_rows, avx512vnni::q4_rows, avx512vnni::q8_gemm, avx512vnni::q4_gemm},
+    {"avx512vnni", has_avx512vnni, avx512vnni::q8_rows, avx512vnni::q4_rows, avx512vnni_zmm::q8_gemm, avx512vnni_zmm::q4_gemm},
     {"avx512vnni-zmm", has_avx512vnni, avx512vnni_zmm::q8_rows, avx512vnni_zmm::q4_rows, avx512vnni_zmm::q8_gemm, avx512vnni_zmm::q4_gemm},
+    {"avx512vnni-ymm", has_avx512vnni, avx512vnni::q8_rows, avx512vnni::q4_rows, avx512vnni::q8_gemm, avx512vnni::q4_gemm},
     {"avxvnni", has_avxvnni, avxvnni::q8_rows, avxvnni::q4_rows, avxvnni::q8_gemm, avxvnni::q4_gemm},
     {"avx2", has_avx2, avx2::q8_rows, avx2::q4_rows, avx2::q8_gemm, avx2::q4_gemm},
 };
