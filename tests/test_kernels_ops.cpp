@@ -224,6 +224,66 @@ TEST(KernelsVector, DotAndAxpyMatchReference) {
   });
 }
 
+// Attention's blocks: a few query rows against a block of cache rows. Each result takes the
+// steps of dot / axpy called one by one (the same bits), and is near the double reference;
+// with positive_only, rows whose weight is not > 0 for a head are NaN there and change nothing.
+TEST(KernelsVector, DotRowsAndAddWeightedRowsAreDotAndAxpyInOneCall) {
+  std::mt19937 rng(16);
+  for_each_target([&] {
+    for (int64_t n : {1, 5, 64, 80, 129})
+      for (int64_t n_q : {1, 4, 7})
+        for (int64_t n_rows : {1, 3, 8}) {
+          SCOPED_TRACE("n " + std::to_string(n) + " queries " + std::to_string(n_q) + " rows " + std::to_string(n_rows));
+          const int64_t ldq = n + 3, ldo = n_rows + 2, ldp = n_rows + 5;
+          const auto q = randn(n_q * ldq, rng), block = randn(n_rows * n, rng);
+          std::vector<const float*> rows;
+          for (int64_t r = 0; r < n_rows; ++r) rows.push_back(block.data() + r * n);
+          std::vector<float> out(size_t(n_q * ldo), NAN);
+          dot_rows(q.data(), ldq, n_q, rows.data(), n_rows, n, out.data(), ldo);
+          for (int64_t h = 0; h < n_q; ++h)
+            for (int64_t r = 0; r < n_rows; ++r) {
+              const float* qh = q.data() + h * ldq;
+              ASSERT_EQ(out[size_t(h * ldo + r)], dot(qh, rows[size_t(r)], n));
+              ASSERT_NEAR(out[size_t(h * ldo + r)], ref::dot(qh, rows[size_t(r)], n), 1e-5 * n);
+            }
+
+          // Weights: some heads weight some rows 0 or less; those rows are NaN for them below.
+          auto p = randn(n_q * ldp, rng);
+          const auto o0 = randn(n_q * n, rng);
+          for (bool positive_only : {false, true}) {
+            auto o = o0, expected = o0;
+            std::vector<double> exact(o0.begin(), o0.end());
+            add_weighted_rows(p.data(), ldp, n_q, rows.data(), n_rows, n, positive_only, o.data(), n);
+            for (int64_t r = 0; r < n_rows; ++r)
+              for (int64_t h = 0; h < n_q; ++h) {
+                const float a = p[size_t(h * ldp + r)];
+                if (positive_only && !(a > 0.0f)) continue;
+                axpy(a, rows[size_t(r)], n, expected.data() + h * n);
+                for (int64_t i = 0; i < n; ++i) exact[size_t(h * n + i)] += double(a) * rows[size_t(r)][i];
+              }
+            for (size_t i = 0; i < o.size(); ++i) {
+              ASSERT_EQ(o[i], expected[i]) << i;
+              ASSERT_NEAR(o[i], exact[i], 1e-5 * (std::fabs(exact[i]) + n_rows));
+            }
+            if (!positive_only) continue;
+            // Poison: a head that weights a row <= 0 must not read it. Rows weighted <= 0 by
+            // every head become NaN; a head's output is unchanged while it skips them.
+            auto poisoned = block;
+            for (int64_t r = 0; r < n_rows; ++r) {
+              bool some = false;
+              for (int64_t h = 0; h < n_q; ++h) some |= p[size_t(h * ldp + r)] > 0.0f;
+              if (!some) std::fill(poisoned.begin() + r * n, poisoned.begin() + (r + 1) * n, NAN);
+            }
+            std::vector<const float*> poisoned_rows;
+            for (int64_t r = 0; r < n_rows; ++r) poisoned_rows.push_back(poisoned.data() + r * n);
+            auto o2 = o0;
+            add_weighted_rows(p.data(), ldp, n_q, poisoned_rows.data(), n_rows, n, true, o2.data(), n);
+            for (size_t i = 0; i < o2.size(); ++i) ASSERT_EQ(o2[i], o[i]) << i;
+          }
+        }
+  });
+}
+
 // |a - b| <= rel * |b| + abs, element by element.
 void expect_close(const std::vector<float>& a, const std::vector<float>& b, double rel,
                   double abs, const std::string& what) {

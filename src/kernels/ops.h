@@ -134,6 +134,16 @@ bool f32_activations();
 
 float dot(const float* a, const float* b, int64_t n);
 void axpy(float a, const float* x, int64_t n, float* y);  // y += a x
+// Attention's blocks, one call for a few query rows and a block of cache rows, each dot and
+// each y += a x taking dot's and axpy's own steps (the same bits as calling them one by one):
+//   dot_rows:          out[h ldo + r] = q[h ldq : +n] . rows[r]             (h < n_q, r < n_rows)
+//   add_weighted_rows: o[h ldo : +n] += p[h ldp + r] rows[r], r in order, then h; with
+//                      positive_only a weight that is not > 0 adds nothing (its row is never
+//                      read for that h: ReLU^2's V-skip).
+void dot_rows(const float* q, int64_t ldq, int64_t n_q, const float* const* rows, int64_t n_rows, int64_t n,
+              float* out, int64_t ldo);
+void add_weighted_rows(const float* p, int64_t ldp, int64_t n_q, const float* const* rows, int64_t n_rows, int64_t n,
+                       bool positive_only, float* o, int64_t ldo);
 
 // out = x / sqrt(mean(x^2) + eps) * g, with g = gain, (1 + gain) if unit_offset, or 1 if
 // gain is null. In place allowed.

@@ -65,11 +65,12 @@ void score_keys(const GroupKeys& k, int64_t j0, int64_t j1, float* rows) {
   for (int64_t b0 = j0; b0 < j1; b0 += kKeyBlock) {
     const int b = int(std::min<int64_t>(kKeyBlock, j1 - b0));
     for (int r = 0; r < b; ++r) key[r] = k.cache.key(k.at(b0 + r), k.g, rows + r * dh);
+    kernels::dot_rows(k.q, dh, k.heads, key, b, dh, k.p + b0, k.n);
     for (int h = 0; h < k.heads; ++h)
       for (int r = 0; r < b; ++r) {
-        float logit = kernels::dot(k.q + h * dh, key[r], dh) * k.scale;
+        float& logit = k.p[h * k.n + b0 + r];
+        logit *= k.scale;
         if (k.cap > 0) logit = k.cap * std::tanh(logit / k.cap);
-        k.p[h * k.n + b0 + r] = logit;
       }
   }
   for (int h = 0; h < k.heads; ++h) record_group_scores(k.kept, k.g, k.at(j0), k.p + h * k.n + j0, j1 - j0);
@@ -87,9 +88,11 @@ void softmax_chunk(const GroupKeys& k, int64_t j0, int64_t j1, ChunkScratch c) {
     c.max[h] = top, c.sum[h] = sum;
   }
   std::fill(c.o, c.o + k.heads * dh, 0.0f);
-  for (int64_t j = j0; j < j1; ++j) {
-    const float* v = k.cache.value(k.at(j), k.g, c.rows);
-    for (int h = 0; h < k.heads; ++h) kernels::axpy(k.p[h * k.n + j], v, dh, c.o + h * dh);
+  const float* value[kKeyBlock];
+  for (int64_t b0 = j0; b0 < j1; b0 += kKeyBlock) {
+    const int b = int(std::min<int64_t>(kKeyBlock, j1 - b0));
+    for (int r = 0; r < b; ++r) value[r] = k.cache.value(k.at(b0 + r), k.g, c.rows + r * dh);
+    kernels::add_weighted_rows(k.p + b0, k.n, k.heads, value, b, dh, false, c.o, dh);
   }
 }
 

@@ -30,18 +30,28 @@ void relu2_chunk(const GroupKeys& k, int64_t j0, int64_t j1, bool v_skip, ChunkS
     c.sum[h] = sum;
   }
   std::fill(c.o, c.o + k.heads * dh, 0.0f);
-  int64_t read = 0;
+  // Runs of consecutive rows to read, kKeyBlock at most, go to one call with their weights
+  // where they lie in p (row `first + r` of the run is column first + r).
+  const float* value[kKeyBlock];
+  int64_t read = 0, first = j0;
+  int b = 0;
+  auto add_run = [&] {
+    if (b) kernels::add_weighted_rows(k.p + first, k.n, k.heads, value, b, dh, v_skip, c.o, dh);
+    b = 0;
+  };
   for (int64_t j = j0; j < j1; ++j) {
     bool needed = false;
     for (int h = 0; h < k.heads; ++h) needed |= k.p[h * k.n + j] > 0.0f;
-    if (!needed && v_skip) continue;  // --no-vskip reads the row anyway, to measure the saving
-    ++read;
-    const float* v = k.cache.value(k.at(j), k.g, c.rows);
-    for (int h = 0; h < k.heads; ++h) {
-      const float wj = k.p[h * k.n + j];
-      if (wj > 0.0f || !v_skip) kernels::axpy(wj, v, dh, c.o + h * dh);
+    if (!needed && v_skip) {  // --no-vskip reads the row anyway, to measure the saving
+      add_run();
+      continue;
     }
+    ++read;
+    if (b == 0) first = j;
+    value[b] = k.cache.value(k.at(j), k.g, c.rows + b * dh);
+    if (++b == kKeyBlock) add_run();
   }
+  add_run();
   *c.reads = {read, (j1 - j0) - read, double((j1 - j0) - read) * k.cache.head_row_bytes()};
 }
 
