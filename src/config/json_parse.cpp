@@ -30,6 +30,7 @@
 #include <string_view>
 
 #include "config/json_reader.h"
+#include "config/huge_pages.h"
 #include "config/read_file.h"
 #include "config/utf8.h"
 
@@ -134,6 +135,7 @@ class StrictReader {
     Json done(Json::value_t::array);
     Json::array_t& values = done.get_ref<Json::array_t&>();
     values.reserve(elements_.size() - first);
+    advise_huge_pages(values);
     std::move(elements_.begin() + std::ptrdiff_t(first), elements_.end(), std::back_inserter(values));
     elements_.resize(first);
     return done;
@@ -159,6 +161,7 @@ class StrictReader {
     Json done(Json::value_t::object);
     Json::object_t& members = done.get_ref<Json::object_t&>();
     members.reserve(members_.size() - first);
+    advise_huge_pages(members);
     for (size_t i = first; i < members_.size(); ++i)
       members.emplace_back(std::move(members_[i].first), std::move(members_[i].second));
     members_.resize(first);
@@ -188,6 +191,9 @@ class StrictReader {
     const size_t n = members_.size() - first;
     if (n < 2) return;
     const size_t mask = std::bit_ceil(2 * n) - 1;
+    slots_.clear();
+    slots_.reserve(mask + 1);
+    advise_huge_pages(slots_);
     slots_.assign(mask + 1, 0);  // 0 is empty, else 1 + the member's index
     for (size_t i = first; i < members_.size(); ++i) {
       const std::string& key = members_[i].first;

@@ -8,6 +8,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "config/huge_pages.h"
+
 namespace wren {
 
 std::optional<std::string> try_read_file(const std::string& path) {
@@ -37,7 +39,10 @@ BoundedRead read_file_at_most(const std::string& path, uint64_t max_bytes) {
   // which took 60 ms of a 10 MB tokenizer.json's load; what a pipe sends still grows so.
   std::error_code ec;
   const uint64_t size = in_stdin ? 0 : std::filesystem::file_size(path, ec);
-  if (!in_stdin && !ec) out.bytes.reserve(size_t(std::min(size, max_bytes)) + kChunk);
+  if (!in_stdin && !ec) {
+    out.bytes.reserve(size_t(std::min(size, max_bytes)) + kChunk);
+    advise_huge_pages(out.bytes);
+  }
   for (;;) {
     const size_t at = out.bytes.size();
     out.bytes.resize(at + kChunk);

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "config/huge_pages.h"
+
 namespace wren::text {
 
 class MergeTable {
@@ -55,6 +57,8 @@ class MergeTable {
     size_t cap = 16;
     while (cap < 2 * n) cap *= 2;
     std::vector<Slot> old = std::move(slots_);
+    slots_.reserve(cap);
+    advise_huge_pages(slots_);
     slots_.assign(cap, Slot{kEmpty, {}});
     mask_ = cap - 1;
     for (const Slot& s : old)

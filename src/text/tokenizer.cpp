@@ -39,6 +39,8 @@ Tokenizer Tokenizer::from_json(const Json& j, const std::string& origin) {
   t.read_normalizer(root);
   t.index_added_tokens();
   t.decoder_ = Decoder::read(root);
+  t.pieces_.reserve(t.texts_.size());
+  advise_huge_pages(t.pieces_);
   t.pieces_.resize(t.texts_.size());
   for (size_t id = 0; id < t.texts_.size(); ++id) t.pieces_[id] = t.decoder_.piece(t.texts_[id]);
   // Hugging Face decodes an added token that matches normalized text from its normalized form.
@@ -73,6 +75,7 @@ void Tokenizer::read_vocab(JsonReader& model) {
   // that bound before the tables grow to it, in the one pass that fills them.
   const int64_t id_bound = int64_t(vocab.size()) + kMaxUnusedIds;
   texts_.reserve(vocab.size());
+  advise_huge_pages(texts_);
   kind_.reserve(vocab.size());
   vocab_.reserve(vocab.size(), texts_);
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {  // keys are unique (the JSON reader refuses repeats)
