@@ -142,9 +142,9 @@ class StrictReader {
   }
 
   // Members wait the same way, as pairs of a key that can be moved (ordered_map's pair of a
-  // const key would be copied, value and all, whenever the object grew). At the '}' the keys are checked for a
-  // repeat and the object is made, reserved, by appending: ordered_map's own insertion looks
-  // the key up linearly.
+  // const key would be copied, value and all, whenever the object grew). At the '}' the keys
+  // are checked for a repeat and the object is made, reserved, by appending: ordered_map's
+  // own insertion looks the key up linearly.
   Json object(int depth) {
     const unsigned char* open = p_;
     const size_t first = members_.size();
