@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "text/merge_table.h"
 #include "text/token_index.h"
 
 namespace wren::text {
@@ -53,6 +54,35 @@ TEST(TextTokenIndex, AgreesWithAnUnorderedMap) {
   }
   TokenIndex empty;
   EXPECT_EQ(empty.find("a", {}), -1);
+}
+
+// text/merge_table.h, the tokenizer's (left, right) -> merge table, against std::unordered_map:
+// pairs of a few hundred ids (so that many repeat, and the new merge must win), every pair
+// found with its last merge, every other pair of the same ids not found, reserved or grown.
+TEST(TextMergeTable, AgreesWithAnUnorderedMap) {
+  for (uint32_t seed : {1u, 2u}) {
+    std::mt19937 rng(seed);
+    std::unordered_map<uint64_t, MergeTable::Merge> oracle;
+    MergeTable table;
+    if (seed == 2) table.reserve(20000);
+    EXPECT_EQ(table.find(0, 0), nullptr);
+    auto key = [](int32_t a, int32_t b) { return (uint64_t(a) << 32) | uint64_t(b); };
+    for (int32_t rank = 0; rank < 20000; ++rank) {
+      const int32_t a = int32_t(rng() % 300), b = int32_t(rng() % 300), id = int32_t(rng() % 200000);
+      table.set(a, b, {rank, id});
+      oracle[key(a, b)] = {rank, id};
+    }
+    EXPECT_EQ(table.size(), oracle.size());
+    for (int32_t a = 0; a < 300; ++a)
+      for (int32_t b = 0; b < 300; ++b) {
+        const MergeTable::Merge* got = table.find(a, b);
+        auto it = oracle.find(key(a, b));
+        ASSERT_EQ(got == nullptr, it == oracle.end()) << a << " " << b;
+        if (got) {
+          ASSERT_TRUE(got->rank == it->second.rank && got->id == it->second.id) << a << " " << b;
+        }
+      }
+  }
 }
 
 }  // namespace

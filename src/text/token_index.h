@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "config/huge_pages.h"
+
 namespace wren::text {
 
 class TokenIndex {
@@ -60,6 +62,8 @@ class TokenIndex {
     size_t cap = 16;
     while (cap < 2 * n) cap *= 2;
     std::vector<Slot> old = std::move(slots_);
+    slots_.reserve(cap);
+    advise_huge_pages(slots_);
     slots_.assign(cap, Slot{});
     mask_ = cap - 1;
     size_ = 0;

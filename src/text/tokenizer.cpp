@@ -11,8 +11,6 @@ namespace {
 
 constexpr int64_t kMaxUnusedIds = int64_t(1) << 20;  // ids a tokenizer.json may leave without a token
 
-uint64_t pair_key(int32_t a, int32_t b) { return (uint64_t(uint32_t(a)) << 32) | uint32_t(b); }
-
 std::string byte_level_text(std::string_view bytes) {
   std::string s;
   for (char c : bytes) s += byte_to_piece(uint8_t(c));
@@ -41,6 +39,8 @@ Tokenizer Tokenizer::from_json(const Json& j, const std::string& origin) {
   t.read_normalizer(root);
   t.index_added_tokens();
   t.decoder_ = Decoder::read(root);
+  t.pieces_.reserve(t.texts_.size());
+  advise_huge_pages(t.pieces_);
   t.pieces_.resize(t.texts_.size());
   for (size_t id = 0; id < t.texts_.size(); ++id) t.pieces_[id] = t.decoder_.piece(t.texts_[id]);
   // Hugging Face decodes an added token that matches normalized text from its normalized form.
@@ -70,27 +70,30 @@ void Tokenizer::read_model_options(JsonReader& model) {
 void Tokenizer::read_vocab(JsonReader& model) {
   const Json& vocab = model.raw("vocab");
   if (!vocab.is_object()) model.fail("vocab", "expected an object of token -> id, got " + json_value_text(vocab));
-  int32_t max_id = -1;
-  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
+  // Tables are indexed by id: a few gaps are fine (a reserved range), but one id of 2^24 must
+  // not make us allocate 16M entries for a handful of tokens. So each id is checked against
+  // that bound before the tables grow to it, in the one pass that fills them.
+  const int64_t id_bound = int64_t(vocab.size()) + kMaxUnusedIds;
+  texts_.reserve(vocab.size());
+  advise_huge_pages(texts_);
+  kind_.reserve(vocab.size());
+  vocab_.reserve(vocab.size(), texts_);
+  for (auto it = vocab.begin(); it != vocab.end(); ++it) {  // keys are unique (the JSON reader refuses repeats)
     if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() >= INT32_MAX)
       model.fail("vocab", "token \"" + it.key() + "\" has id " + json_value_text(*it) + "; expected an integer in [0, 2^31-1)");
     if (it.key().empty()) model.fail("vocab", "the empty string is not a token");
-    max_id = std::max(max_id, int32_t(it->get<int64_t>()));
-  }
-  // Tables are indexed by id: a few gaps are fine (a reserved range), but one id of 2^24 must
-  // not make us allocate 16M entries for a handful of tokens.
-  if (int64_t(max_id) >= int64_t(vocab.size()) + kMaxUnusedIds)
-    model.fail("vocab", "id " + std::to_string(max_id) + " leaves more than " + std::to_string(kMaxUnusedIds) +
-                            " ids unused among " + std::to_string(vocab.size()) + " tokens (ids must be nearly dense)");
-  texts_.assign(size_t(max_id) + 1, "");
-  kind_.assign(size_t(max_id) + 1, 0);
-  vocab_.reserve(vocab.size(), texts_);
-  for (auto it = vocab.begin(); it != vocab.end(); ++it) {  // keys are unique (the JSON reader refuses repeats)
-    const int32_t id = int32_t(it->get<int64_t>());
+    const int64_t id = it->get<int64_t>();
+    if (id >= id_bound)
+      model.fail("vocab", "id " + std::to_string(id) + " leaves more than " + std::to_string(kMaxUnusedIds) +
+                              " ids unused among " + std::to_string(vocab.size()) + " tokens (ids must be nearly dense)");
+    if (size_t(id) >= texts_.size()) {
+      texts_.resize(size_t(id) + 1);
+      kind_.resize(size_t(id) + 1, 0);
+    }
     if (kind_[id]) model.fail("vocab", "id " + std::to_string(id) + " is given to both \"" + texts_[id] + "\" and \"" + it.key() + "\"");
     texts_[id] = it.key();
     kind_[id] = 1;
-    vocab_.insert(texts_[id], id, texts_);
+    vocab_.insert(texts_[id], int32_t(id), texts_);
   }
 }
 
@@ -121,7 +124,7 @@ void Tokenizer::read_merges(JsonReader& model) {
     const int32_t ia = vocab_id(a), ib = vocab_id(b), ic = vocab_id(joined);
     if (ia < 0 || ib < 0 || ic < 0)
       model.fail(where(), "merge of \"" + std::string(a) + "\" and \"" + std::string(b) + "\" uses a token that is not in the vocab");
-    merges_[pair_key(ia, ib)] = Merge{int32_t(i), ic};  // a repeat wins, as in HF
+    merges_.set(ia, ib, Merge{int32_t(i), ic});  // a repeat wins, as in HF
   }
 }
 
@@ -303,10 +306,7 @@ void Tokenizer::encode_piece(std::string_view bytes, std::vector<int32_t>& out) 
   }
 }
 
-const Tokenizer::Merge* Tokenizer::find_merge(int32_t a, int32_t b) const {
-  auto it = merges_.find(pair_key(a, b));
-  return it == merges_.end() ? nullptr : &it->second;
-}
+const Tokenizer::Merge* Tokenizer::find_merge(int32_t a, int32_t b) const { return merges_.find(a, b); }
 
 // Hugging Face's BPE::merge_word before the merges: each character of the piece is a symbol
 // if it is a token; else its bytes as "<0xNN>" tokens if all exist; else the unk token (one

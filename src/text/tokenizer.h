@@ -32,6 +32,7 @@
 #include "text/decoder.h"
 #include "text/normalizer.h"
 #include "text/pre_tokenizer.h"
+#include "text/merge_table.h"
 #include "text/token_index.h"
 
 namespace wren::text {
@@ -76,9 +77,7 @@ class Tokenizer {
     bool special, lstrip, rstrip, normalized, single_word;
     std::string match;  // what is looked for: content, normalized if `normalized`
   };
-  struct Merge {
-    int32_t rank, id;
-  };
+  using Merge = MergeTable::Merge;
 
   // The steps of from_json, in order; each fails naming the field it reads.
   void read_model_options(JsonReader& model);
@@ -108,7 +107,7 @@ class Tokenizer {
   std::vector<uint8_t> kind_;        // by id: 0 unused, 1 vocab, 2 added, 3 special added
   TokenIndex vocab_;  // the vocabulary's strings (texts_) -> id; looked up by string_view
   int32_t vocab_id(std::string_view text) const { return vocab_.find(text, texts_); }  // -1: absent
-  std::unordered_map<uint64_t, Merge> merges_;
+  MergeTable merges_;
   std::array<int32_t, 256> byte_ids_{};      // byte-level: the token of each byte
   std::array<int32_t, 256> fallback_ids_{};  // byte_fallback: "<0xNN>", or -1
   std::vector<Added> added_;

@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "config/utf8.h"
+
 namespace wren::text {
 
 // General category, folded to the classes tokenizer regexes distinguish.
@@ -24,7 +26,7 @@ bool is_white_space(char32_t cp);                                           // \
 // decoded as U+FFFD, so that every byte of the input belongs to exactly one "code point" and
 // spans can be cut anywhere without losing bytes.
 char32_t next_code_point(std::string_view s, size_t& i);
-void append_utf8(std::string& out, char32_t cp);
+using wren::append_utf8;  // config/utf8.h
 
 // Unicode normalization form C (canonical decomposition, canonical ordering, canonical
 // composition; Hangul by formula). Invalid UTF-8 bytes pass through unchanged.
