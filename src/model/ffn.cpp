@@ -105,7 +105,8 @@ Targets targets_of(std::span<const FfnTerm> terms) {
 // run of at least kItemBytes / 2 from each term's matrix, since an item reads its rows from
 // every term (a MoE layer's chosen experts): OLMoE-1B-7B's 8 experts in items of 16 rows read
 // 8 runs of 9 KB each, which streamed at 28-31 tokens/s against 32-39 with runs of ~65-130 KB
-// (q4, 2 threads, Zen 5, alternating). Yet at least kMinItems items, so every thread gets some.
+// (q4, 2 threads, Zen 5, alternating). The run rule stops at rows / kMinItems, so it never
+// leaves an output fewer items than that (the kItemBytes rule alone decides for small outputs).
 int64_t down_item_rows(int64_t rows, int64_t bytes_per_row, int64_t largest_term_row) {
   constexpr int64_t kMinItems = 8;
   auto aligned = [](int64_t r) { return std::max(kItemRowAlign, r / kItemRowAlign * kItemRowAlign); };
