@@ -93,12 +93,12 @@ TEST(Cli, InitGeneratePerplexity) {
   ASSERT_EQ(ppl.status, 0) << ppl.output;
   const size_t at = ppl.output.find("perplexity ");
   ASSERT_NE(at, std::string::npos) << ppl.output;
-  // An untrained model (seed 5, q8) over vocab_size 512: measured 936.4, above the uniform 512
+  // An untrained model (seed 5, q8) over vocab_size 512: measured 825.2, above the uniform 512
   // because random logits are peaked. The seed fixes every weight; the SIMD paths differ only
   // in the rounding of their sums (far below 1%), so a 10% band catches a wrong forward pass.
   const double value = std::stod(ppl.output.substr(at + 11));
-  EXPECT_GT(value, 850.0);
-  EXPECT_LT(value, 1030.0);
+  EXPECT_GT(value, 750.0);
+  EXPECT_LT(value, 910.0);
   std::filesystem::remove_all(dir);
 }
 

@@ -70,23 +70,23 @@ class DirWeights : public WeightSource {
   ModelFiles files_;
 };
 
-// Rows of a tensor's initial values, encoded chunk by chunk into `sink`: the values of every
-// row (scales == false) or only their group scales (scales == true).
-void stream_init(const ModelConfig& c, const TensorInfo& t, uint64_t seed, kernels::DType type, int group, bool scales,
-                 kernels::ThreadPool& pool, const ByteSink& sink) {
+// Rows of a tensor's initial values, encoded chunk by chunk: the values into `values`, and
+// for q8 / q4 their group scales into `scales` (one pass: the values are drawn once).
+void stream_init(const ModelConfig& c, const TensorInfo& t, uint64_t seed, kernels::DType type, int group,
+                 kernels::ThreadPool& pool, const ByteSink& values, const ByteSink* scales) {
   const int64_t rows = matrix_rows(t), cols = t.shape.back();
   const int64_t chunk = std::max<int64_t>(1, (int64_t(1) << 22) / cols);
-  std::vector<float> values;
+  std::vector<float> drawn;
   for (int64_t first = 0; first < rows; first += chunk) {
     const int64_t n = std::min(chunk, rows - first);
-    values.resize(size_t(n * cols));
+    drawn.resize(size_t(n * cols));
     // Rows have independent generators, so threads can share a chunk without changing a value.
     kernels::parallel_rows(&pool, n, 1, [&](int64_t b, int64_t e) {
-      init_rows(c, t, seed, first + b, e - b, values.data() + b * cols);
+      init_rows(c, t, seed, first + b, e - b, drawn.data() + b * cols);
     });
-    const kernels::Matrix m = kernels::encode_matrix(values.data(), n, cols, type, group);
-    if (scales) sink(m.scales.data(), m.scales.size() * sizeof(kernels::F16));
-    else sink(m.values.data(), m.values.size());
+    const kernels::Matrix m = kernels::encode_matrix(drawn.data(), n, cols, type, group);
+    values(m.values.data(), m.values.size());
+    if (scales) (*scales)(m.scales.data(), m.scales.size() * sizeof(kernels::F16));
   }
 }
 
@@ -112,8 +112,12 @@ void write_random_model(const std::string& dir, const ModelConfig& c, uint64_t s
     WeightData d;
     d.storage = type;
     d.group = is_quantized(type) ? group : 0;
-    d.data = [=, &c, &pool](const ByteSink& sink) { stream_init(c, t, seed, type, group, false, pool, sink); };
-    if (d.group) d.scales = [=, &c, &pool](const ByteSink& sink) { stream_init(c, t, seed, type, group, true, pool, sink); };
+    if (d.group)
+      d.values_and_scales = [=, &c, &pool](const ByteSink& values, const ByteSink& scales) {
+        stream_init(c, t, seed, type, group, pool, values, &scales);
+      };
+    else
+      d.data = [=, &c, &pool](const ByteSink& values) { stream_init(c, t, seed, type, group, pool, values, nullptr); };
     return d;
   };
   ModelDirWriteOptions options;
