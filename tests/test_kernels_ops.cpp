@@ -284,6 +284,54 @@ TEST(KernelsVector, DotRowsAndAddWeightedRowsAreDotAndAxpyInOneCall) {
   });
 }
 
+// Prefill attention's tiles against double loops: scores of query vectors with transposed
+// keys, and value sums in which a null row is skipped. Sizes cover the four-vector blocks,
+// the vector width (up to 16 f32 lanes) and the scalar tails. The skipped rows point at NaN
+// in a poisoned copy: the result must not change.
+TEST(KernelsVector, ScoresAndWeightedSumTilesAreTheProducts) {
+  std::mt19937 rng(17);
+  for_each_target([&] {
+    for (int64_t dh : {1, 5, 64, 80})
+      for (int64_t n_q : {1, 4, 7, 9})
+        for (int64_t n_keys : {1, 15, 32, 64, 70}) {
+          SCOPED_TRACE("dh " + std::to_string(dh) + " queries " + std::to_string(n_q) + " keys " + std::to_string(n_keys));
+          const int64_t ldq = dh + 3, ldk = n_keys + 2, lds = n_keys + 1;
+          const auto q = randn(n_q * ldq, rng), kt = randn(dh * ldk, rng);
+          std::vector<float> s(size_t(n_q * lds), NAN);
+          scores_tile(q.data(), ldq, n_q, kt.data(), ldk, n_keys, dh, s.data(), lds);
+          for (int64_t v = 0; v < n_q; ++v)
+            for (int64_t j = 0; j < n_keys; ++j) {
+              double exact = 0;
+              for (int64_t i = 0; i < dh; ++i) exact += double(q[size_t(v * ldq + i)]) * kt[size_t(i * ldk + j)];
+              ASSERT_NEAR(s[size_t(v * lds + j)], exact, 1e-5 * (std::sqrt(double(dh)) + std::fabs(exact))) << v << " " << j;
+            }
+
+          const int64_t ldp = n_keys + 3, ldo = dh + 1;
+          const auto p = randn(n_q * ldp, rng), values = randn(n_keys * dh, rng), o0 = randn(n_q * ldo, rng);
+          auto poisoned = values;
+          std::vector<const float*> rows, poisoned_rows;
+          for (int64_t j = 0; j < n_keys; ++j) {
+            const bool skipped = j % 3 == 1;
+            if (skipped) std::fill(poisoned.begin() + j * dh, poisoned.begin() + (j + 1) * dh, NAN);
+            rows.push_back(skipped ? nullptr : values.data() + j * dh);
+            poisoned_rows.push_back(skipped ? nullptr : poisoned.data() + j * dh);
+          }
+          auto o = o0, o_poisoned = o0;
+          weighted_sum_tile(p.data(), ldp, n_q, rows.data(), n_keys, dh, o.data(), ldo);
+          weighted_sum_tile(p.data(), ldp, n_q, poisoned_rows.data(), n_keys, dh, o_poisoned.data(), ldo);
+          for (int64_t v = 0; v < n_q; ++v)
+            for (int64_t c = 0; c < dh; ++c) {
+              double exact = o0[size_t(v * ldo + c)];
+              for (int64_t j = 0; j < n_keys; ++j)
+                if (j % 3 != 1) exact += double(p[size_t(v * ldp + j)]) * values[size_t(j * dh + c)];
+              const size_t at = size_t(v * ldo + c);
+              ASSERT_NEAR(o[at], exact, 1e-5 * (std::sqrt(double(n_keys)) + std::fabs(exact))) << v << " " << c;
+              ASSERT_EQ(o_poisoned[at], o[at]);
+            }
+        }
+  });
+}
+
 // |a - b| <= rel * |b| + abs, element by element.
 void expect_close(const std::vector<float>& a, const std::vector<float>& b, double rel,
                   double abs, const std::string& what) {

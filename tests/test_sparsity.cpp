@@ -223,7 +223,8 @@ TEST(Sparsity, AttachingTheProbeLeavesLogitsBitIdentical) {
   auto model = testing_util::random_model(c, 7);
   SparsityProbe probe(c);
   probe.set_skip_position(20);
-  Session plain(model, {.context = 64}), probed(model, {.context = 64, .probe = &probe});
+  // The probe counts per token, so its session's prompt attends row by row: so must the other.
+  Session plain(model, {.context = 64, .block_attention = false}), probed(model, {.context = 64, .probe = &probe});
   const auto tokens = random_tokens(24, c.vocab_size, 8);
   std::vector<float> a(size_t(plain.vocab_rows())), b(a.size());
   plain.prefill(std::span(tokens.data(), 10), a.data());

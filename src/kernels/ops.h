@@ -145,6 +145,17 @@ void dot_rows(const float* q, int64_t ldq, int64_t n_q, const float* const* rows
 void add_weighted_rows(const float* p, int64_t ldp, int64_t n_q, const float* const* rows, int64_t n_rows, int64_t n,
                        bool positive_only, float* o, int64_t ldo);
 
+// Attention over a tile of keys for a block of query vectors (prefill's chunk): four query
+// vectors' accumulators in registers at a time, so each K or V vector loaded serves four.
+//   scores_tile:       s[v lds + j] = q[v ldq : +dh] . k_j, K transposed: kt[i ldk + j] = k_j[i]
+//                      (v < n_q, j < n_keys)
+//   weighted_sum_tile: o[v ldo : +n] += sum_j p[v ldp + j] rows[j], j in order; a null
+//                      rows[j] is skipped (never read: ReLU^2's V-skip for the whole block)
+void scores_tile(const float* q, int64_t ldq, int64_t n_q, const float* kt, int64_t ldk, int64_t n_keys, int64_t dh,
+                 float* s, int64_t lds);
+void weighted_sum_tile(const float* p, int64_t ldp, int64_t n_q, const float* const* rows, int64_t n_rows, int64_t n,
+                       float* o, int64_t ldo);
+
 // out = x / sqrt(mean(x^2) + eps) * g, with g = gain, (1 + gain) if unit_offset, or 1 if
 // gain is null. In place allowed.
 void rmsnorm(const float* x, const float* gain, int64_t n, float eps, bool unit_offset,

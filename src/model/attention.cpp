@@ -144,14 +144,11 @@ void rotate(const AttentionWeights& w, const MixerSpec& m, int heads, int64_t po
 
 }  // namespace
 
-namespace {
-// The query after its product: bias, QK-norm, RoPE.
 void finish_query(const AttentionWeights& w, const MixerSpec& m, const ModelConfig& c, int64_t pos, float* q) {
   add_bias(w.bq, q);
   qk_normalise(w.q_norm, m.qk_norm, m.n_heads, m.head_dim, c, q);
   rotate(w, m, m.n_heads, pos, q);
 }
-}  // namespace
 
 void project_query(const AttentionWeights& w, const MixerSpec& m, const ModelConfig& c, const float* x, int64_t pos,
                    float* q, kernels::ThreadPool* pool) {

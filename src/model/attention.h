@@ -103,6 +103,8 @@ struct GroupScores {
   int64_t stride = 0;
 };
 
+// The query after its product W_q x, in place: + b_q, QK-norm, RoPE at `pos`.
+void finish_query(const AttentionWeights& w, const MixerSpec& m, const ModelConfig& c, int64_t pos, float* q);
 // q = W_q x (+ b_q), QK-norm per head (or over the whole projection), RoPE at `pos`.
 void project_query(const AttentionWeights& w, const MixerSpec& m, const ModelConfig& c, const float* x, int64_t pos,
                    float* q, kernels::ThreadPool* pool);
@@ -125,6 +127,12 @@ void project_output(const AttentionWeights& w, const MixerSpec& m, const float* 
 void step_query(const AttentionStep& a);
 void step_output(const AttentionStep& a, float* out);
 
+// The running state of a block's query vectors, [KV head][row][head of the group].
+struct BlockState {
+  std::vector<float> o, max;
+  std::vector<double> sum;
+};
+
 // ---- A batch's projections (prefill's chunk) -----------------------------------------
 //
 // The n rows' normed inputs x[t * ldx] meet each projection matrix once, as one GEMM per
@@ -136,6 +144,11 @@ struct AttentionBatch {
   // The projections of query row tq and of row t (k, v null without a cache of its own).
   Projected row(int64_t tq, int64_t t) const;
   float* o_row(int64_t t) { return o.data() + t * o_width; }
+  // The block path (QueryBlock below): the attending rows' positions and kept scores, and
+  // their running state.
+  std::vector<int64_t> positions;
+  std::vector<GroupScores> kept;
+  BlockState block;
 };
 // q (and the gate) for the rows in `query`, k and v for every row of x when `own_kv`.
 struct AttentionBatchInput {
@@ -151,6 +164,48 @@ void attention_batch_inputs(const AttentionBatchInput& in, AttentionBatch& b, ke
 // y[t * ldy] = W_o (o_t * sigmoid(gate_t)) (+ b_o) for the n_query rows, o_t = b.o_row(t).
 void attention_batch_output(const AttentionWeights& w, int64_t n_query, AttentionBatch& b, float* y, int64_t ldy,
                             kernels::ThreadPool* pool);
+
+// ---- A block of query rows (prefill's chunk of one session) ------------------------------
+//
+// The rows at positions pos[0] < pos[1] < ... attend the cache in tiles of kTileKeys keys:
+// each K and V tile is decoded once for all the query vectors of a work item (kBlockVectors
+// of them: its rows' query heads of one KV group) and multiplied as small matrices
+// (kernels::scores_tile, weighted_sum_tile), where token-by-token each query row decodes
+// every key again. Row t reads keys [lo_t, pos_t]: causal, and lo_t = pos_t + 1 - capacity
+// for a window's ring. The keys come in ranges (attend_block_keys), so a layer can attend
+// the keys cached before the chunk, append the chunk's own, then attend those: a ring
+// overwrites the oldest as the chunk appends. Between ranges each query vector carries a
+// running softmax (its largest logit m, its sum l, its output o, rescaled by e^(m - m') as
+// m grows: the online softmax of flash attention) or ReLU^2's plain sums.
+// Items are (KV head, block of rows): their bounds depend only on the work, so two threads
+// give one thread's bits. The results equal decode's up to float rounding, not bit for bit.
+constexpr int64_t kTileKeys = 64;
+constexpr int64_t kBlockVectors = 64;
+
+struct QueryBlock {
+  const AttentionWeights& w;
+  const MixerSpec& m;      // attention (softmax) or relu2_attention
+  const KvCache& cache;
+  const float* q;          // finished queries (bias, QK-norm, RoPE) [n][ldq]
+  int64_t ldq;
+  const int64_t* pos;      // the rows' positions, ascending
+  int64_t n;
+  // Per row, where the sparse layers that reuse this cache find its per-KV-head maxima of the
+  // logits (record_group_scores); null: no row keeps them.
+  const GroupScores* kept = nullptr;
+  BlockState& state;
+  kernels::ThreadPool* pool = nullptr;
+};
+// Zeroes the state and clears each row's kept scores of positions [0, pos_t].
+void start_block(const QueryBlock& b);
+// Each row attends the keys of [key0, key1) it may read (all must be in the cache now).
+void attend_block_keys(const QueryBlock& b, int64_t key0, int64_t key1);
+// The heads' outputs o[t ldo + h value_dim ...]: softmax o / (l + e^(sink - m)) (sinks: the
+// weights' per-head logit, when present); ReLU^2 o / (c + l).
+void finish_block(const QueryBlock& b, float* o, int64_t ldo);
+// The logit scale of a layer: softmax 1/sqrt(d_h) (or the config's) times the RoPE scaling's
+// factor; ReLU^2 1/sqrt(d_h).
+float attention_scale(const AttentionWeights& w, const MixerSpec& m);
 
 // Softmax attention of the token at `pos` over the positions the cache holds (the window for
 // a window layer): p = softmax(q.k / sqrt(d_h)) (with a per-head sink logit if present).

@@ -74,14 +74,10 @@ void combine_relu2(AttentionScratch& s, int64_t item0, int64_t chunks, int heads
   }
 }
 
-namespace {
-float relu2_scale(int head_dim) { return 1.0f / std::sqrt(float(head_dim)); }
-}  // namespace
-
 void relu2_group(const KvCache& cache, int g, const float* q, int heads, int64_t n, float c, AttentionScratch& s,
                  float* o) {
   const GroupKeys k{.cache = cache, .g = g, .q = q, .heads = heads, .n = n, .p = s.scores.data(),
-                    .scale = relu2_scale(cache.head_dim)};
+                    .scale = 1.0f / std::sqrt(float(cache.head_dim))};
   const int64_t chunks = key_chunks(n);
   for (int64_t i = 0; i < chunks; ++i) relu2_chunk(k, i * kChunkKeys, std::min(n, (i + 1) * kChunkKeys), s.v_skip, s.chunk(i));
   combine_relu2(s, 0, chunks, heads, cache.head_dim, c, o);
@@ -97,7 +93,7 @@ void relu2_attention(const AttentionStep& a, const KvCache& cache, GroupScores s
   kernels::run_items(a.pool, m.n_kv_heads * chunks, [&](int64_t i) {
     const int g = int(i / chunks);
     const GroupKeys k{.cache = cache, .g = g, .q = s.q.data() + int64_t(g) * group * dh, .heads = group, .n = n,
-                      .p = s.scores.data() + int64_t(g) * group * n, .scale = relu2_scale(dh), .kept = scores};
+                      .p = s.scores.data() + int64_t(g) * group * n, .scale = attention_scale(a.w, m), .kept = scores};
     const int64_t j0 = i % chunks * kChunkKeys;
     relu2_chunk(k, j0, std::min(n, j0 + kChunkKeys), s.v_skip, s.chunk(i));
   });

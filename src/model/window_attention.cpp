@@ -21,7 +21,7 @@ void window_attention(const AttentionStep& a, const KvCache& cache, GroupScores 
   AttentionScratch& s = a.s;
   step_query(a);
   const int dh = m.head_dim, group = m.n_heads / m.n_kv_heads;
-  const float scale = (m.scale > 0 ? float(m.scale) : 1.0f / std::sqrt(float(dh))) * w.rope.score_scale;
+  const float scale = attention_scale(w, m);
   const float cap = float(m.softcap);  // Gemma 2: logit = cap tanh(logit / cap)
   const int64_t first = cache.first(), n = a.pos + 1 - first, chunks = key_chunks(n);
   clear_group_scores(scores, m.n_kv_heads, a.pos + 1);

@@ -57,7 +57,8 @@ Run run_once(const std::shared_ptr<const Model>& model, const BenchTest& t, cons
   };
   const LmHeadMode head{.prescore = o.lm_head_prescore, .keep = 1};
   Session s(model, {.context = int64_t(t.n_depth) + t.n_prompt + t.n_gen + 1, .threads = t.threads, .lm_head = head,
-             .v_skip = o.v_skip, .neuron_skip = o.neuron_skip, .kv = o.kv, .prefill_chunk = o.prefill_chunk});
+             .v_skip = o.v_skip, .neuron_skip = o.neuron_skip,
+             .block_attention = o.block_attention, .kv = o.kv, .prefill_chunk = o.prefill_chunk});
   std::vector<float> logits(size_t(s.vocab_rows()));
   if (t.n_depth > 0) s.prefill(random_tokens(t.n_depth), logits.data(), o.early_exit);
   Run run;

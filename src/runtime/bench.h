@@ -27,6 +27,7 @@ struct BenchOptions {
   bool early_exit = true;        // --no-early-exit: every prompt token runs every layer
   bool lm_head_prescore = true;  // --lm-head exact: the whole head in its stored type
   bool v_skip = true, neuron_skip = true;  // --no-vskip, --no-neuron-skip (SessionOptions)
+  bool block_attention = true;   // --attention-rows: a prompt's chunk attends row by row
   size_t probe_bytes = size_t(1) << 30;
   int probe_passes = 5;
   uint64_t seed = 1;             // of the random prompt ids

@@ -118,6 +118,7 @@ Session::Session(std::shared_ptr<const Model> model, const SessionOptions& optio
   attn_.reserve(c, context_);
   ffn_.reserve(c);
   attn_.v_skip = options.v_skip, ffn_.neuron_skip = options.neuron_skip;
+  block_attention_ = options.block_attention;
   history_.reserve(size_t(context_));
   if (lm_head_.prescore && model_->lm_head_prescore) lm_scratch_.reserve(model_->lm_head);
 }

@@ -96,6 +96,10 @@ struct SessionOptions {
   // --no-neuron-skip): ReLU^2 attention skips value rows of weight 0, ReLU^2 FFNs read only
   // the down rows of neurons that fired. Off gives the same outputs.
   bool v_skip = true, neuron_skip = true;
+  // A prompt's chunk attends as one block of queries (model/attention.h QueryBlock), its K/V
+  // tiles decoded once for all rows. false: row by row, decode's own steps and bits (tests
+  // comparing two sessions bit for bit, or measuring the block's gain).
+  bool block_attention = true;
   // Storage of the K/V and MLA caches (model/kv_cache.h). Unset: f32 when the caches at f32
   // for the whole context fit in kv_budget_bytes, q8 otherwise (default_kv_type).
   std::optional<KvType> kv = std::nullopt;
@@ -181,6 +185,14 @@ class Session {
   // The same for an MLA layer: W_kva, W_q (or W_qa, W_qb) and W_g as GEMMs, each row's cache
   // entry and absorbed attention in row order, then W_o as one GEMM.
   static void mla_batch(int layer, std::span<const BatchRow> rows, BatchScratch& scratch);
+  // attention_batch's rows as one block of queries (model/attention.h QueryBlock): possible
+  // for softmax and ReLU^2 layers when every row is this session's (a prompt's chunk), no
+  // probe counts per token, and the chunk's cache entries overwrite no key a row reads.
+  static bool block_attends(int layer, std::span<const BatchRow> rows, const BatchScratch& scratch);
+  // The nq attending rows' queries finished, the keys cached before the chunk attended, the
+  // chunk's own entries appended (own cache), then those attended; the heads' outputs to
+  // scratch.attention.o.
+  static void attention_block(int layer, std::span<const BatchRow> rows, BatchScratch& scratch, int64_t nq);
   // The batched mixers' two ends. batch_inputs: every active row's normed input to
   // scratch.xn, the rows that attend (not stopped by early exit) also to scratch.xq and marked
   // in scratch.attends; returns their count. batch_outputs: from each attending row's mixer
@@ -232,6 +244,7 @@ class Session {
   std::vector<std::vector<float>> scores_;  // per full layer with sparse dependents: [chunk][kv_heads][context]
   std::vector<std::vector<int32_t>> last_experts_;
   SparsityProbe* probe_ = nullptr;
+  bool block_attention_ = true;
   LmHeadMode lm_head_;
   LmHeadScratch lm_scratch_;
   LmHeadRead last_lm_head_;

@@ -154,17 +154,73 @@ void Session::attention_batch(int i, std::span<const BatchRow> rows, BatchScratc
   }
   // 2. The projections, one GEMM per matrix.
   attention_batch_inputs({w, spec, b.xn.data(), d, n, own_kv, b.xq.data(), nq}, b.attention, s0.pool_);
-  // 3. Row by row in order: the cache entry, then the attention over the rows before it.
-  for (int64_t a = 0, q = 0; a < n; ++a) {
-    Session& s = enter_row(rows, b, b.active[size_t(a)]);
-    const bool attends = b.attends[size_t(a)];
-    const Projected p = b.attention.row(attends ? q : -1, a);
-    if (attends) s.run_mixer(i, b.xq.data() + q * d, b.attention.o_row(q), &p), ++q;
-    else if (own_kv) s.fill_cache(i, b.xn.data() + a * d, &p);
+  // 3. The cache entries and the attention: a prompt's rows as one block of queries, or row
+  // by row in order (each row's entry, then its attention over the rows before it).
+  if (nq > 0 && block_attends(i, rows, b)) {
+    attention_block(i, rows, b, nq);
+  } else {
+    for (int64_t a = 0, q = 0; a < n; ++a) {
+      Session& s = enter_row(rows, b, b.active[size_t(a)]);
+      const bool attends = b.attends[size_t(a)];
+      const Projected p = b.attention.row(attends ? q : -1, a);
+      if (attends) s.run_mixer(i, b.xq.data() + q * d, b.attention.o_row(q), &p), ++q;
+      else if (own_kv) s.fill_cache(i, b.xn.data() + a * d, &p);
+    }
   }
   // 4. The output GEMM, then each row's residual write and FFN input.
   attention_batch_output(w, nq, b.attention, b.y.data(), d, s0.pool_);
   batch_outputs(i, rows, b);
+}
+
+bool Session::block_attends(int i, std::span<const BatchRow> rows, const BatchScratch& b) {
+  Session& s0 = *rows[0].session;
+  const ModelConfig& c = s0.model().config;
+  const MixerKind kind = c.mixer(i).kind;
+  if ((kind != MixerKind::attention && kind != MixerKind::relu2_attention) || s0.probe_ || !s0.block_attention_)
+    return false;
+  for (int32_t j : b.active)
+    if (rows[size_t(j)].session != &s0) return false;  // rows of several sessions: decode_batch
+  const KvCache& cache = s0.kv_[size_t(c.cache_owner(i))];
+  const bool own_kv = c.layers[size_t(i)].kv.kind == KvSourceKind::own && c.has_cache(i);
+  // Appending the chunk must not overwrite a key a row still reads: a ring holds the chunk; a
+  // cache another layer fills already holds every row's key, and must keep the oldest too.
+  if (own_kv) return !cache.ring || int64_t(b.active.size()) <= cache.capacity;
+  return !cache.ring;
+}
+
+void Session::attention_block(int i, std::span<const BatchRow> rows, BatchScratch& b, int64_t nq) {
+  Session& s0 = *rows[0].session;
+  const ModelConfig& c = s0.model().config;
+  const MixerSpec& spec = c.mixer(i);
+  const AttentionWeights& w = s0.model().layers[size_t(i)].attn;
+  const bool own_kv = c.layers[size_t(i)].kv.kind == KvSourceKind::own && c.has_cache(i);
+  KvCache& cache = s0.kv_[size_t(c.cache_owner(i))];
+  AttentionBatch& ab = b.attention;
+  const std::vector<float>& kept_scores = s0.scores_[size_t(i)];
+  ab.positions.resize(size_t(nq));
+  ab.kept.assign(size_t(nq), GroupScores{});
+  for (int64_t a = 0, q = 0; a < int64_t(b.active.size()); ++a) {
+    if (!b.attends[size_t(a)]) continue;
+    const TokenState& r = s0.rows_[size_t(b.state_of[size_t(b.active[size_t(a)])])];
+    ab.positions[size_t(q)] = r.pos;
+    if (!kept_scores.empty()) ab.kept[size_t(q)] = {s0.scores_[size_t(i)].data() + int64_t(r.slot) * s0.scores_stride_, s0.context_};
+    finish_query(w, spec, c, r.pos, ab.q.data() + q * ab.q_width);
+    ++q;
+  }
+  const QueryBlock block{w, spec, cache, ab.q.data(), ab.q_width, ab.positions.data(), nq,
+                         kept_scores.empty() ? nullptr : ab.kept.data(), ab.block, s0.pool_};
+  start_block(block);
+  const int64_t cached = cache.count;  // the keys before the chunk's own
+  attend_block_keys(block, 0, cached);
+  if (own_kv) {
+    const int64_t d = c.d_model;
+    for (int64_t a = 0; a < int64_t(b.active.size()); ++a) {
+      const Projected p = ab.row(-1, a);
+      enter_row(rows, b, b.active[size_t(a)]).fill_cache(i, b.xn.data() + a * d, &p);
+    }
+    attend_block_keys(block, cached, cache.count);
+  }
+  finish_block(block, ab.o.data(), ab.o_width);
 }
 
 void Session::mla_batch(int i, std::span<const BatchRow> rows, BatchScratch& b) {

@@ -25,7 +25,7 @@ struct BenchArgs {
   std::string model, output = "md", lm_head = "prescore", kv = "auto", int8_path;
   BenchOptions o;
   int probe_mib = 1024;
-  bool no_early_exit = false, no_vskip = false, no_neuron_skip = false;
+  bool no_early_exit = false, no_vskip = false, no_neuron_skip = false, attention_rows = false;
   std::vector<int> parallel;  // not empty: the server's decode benchmark (serve/bench_parallel.h) instead
 };
 
@@ -42,6 +42,7 @@ nlohmann::json to_json(const BenchArgs& a, const std::string& name, const ModelS
                       {"test", r.test.name()}, {"repetitions", a.o.repetitions}, {"avg_ts", r.avg_ts},
                       {"stddev_ts", r.stddev_ts}, {"samples_ts", r.samples_ts}, {"early_exit", a.o.early_exit},
                       {"lm_head", a.lm_head}, {"v_skip", a.o.v_skip}, {"neuron_skip", a.o.neuron_skip},
+                      {"block_attention", a.o.block_attention},
                       {"int8_path", kernels::active_int8_path()}, {"kv", a.kv}};
   if (r.test.n_gen > 0) {
     j["bytes_per_token"] = {{"weights", r.bytes.weights}, {"kv", r.bytes.kv}, {"engram_rows", r.bytes.engram},
@@ -77,6 +78,7 @@ void run(BenchArgs a) {
   if (!a.parallel.empty()) return run_parallel(a);
   a.o.early_exit = !a.no_early_exit;
   a.o.v_skip = !a.no_vskip, a.o.neuron_skip = !a.no_neuron_skip;
+  a.o.block_attention = !a.attention_rows;
   a.o.lm_head_prescore = a.lm_head == "prescore";
   a.o.kv = kv_choice(a.kv);
   a.o.probe_bytes = size_t(a.probe_mib) << 20;
@@ -132,6 +134,8 @@ void register_bench(CLI::App& app) {
       ->check(CLI::NonNegativeNumber)->capture_default_str();
   cmd->add_flag("--no-vskip", a.no_vskip, "ReLU^2 attention reads every value row, weight 0 or not");
   cmd->add_flag("--no-neuron-skip", a.no_neuron_skip, "ReLU^2 FFNs read every down row, fired or not");
+  cmd->add_flag("--attention-rows", a.attention_rows, "a prompt's chunk attends row by row (decode's steps), not as "
+                "one block of queries");
   add_kv_option(cmd, a.kv);
   cmd->add_option("--int8-path", a.int8_path, "the integer dot path of q8 / q4 products (default: the best this CPU "
                  "runs; e.g. avx512vnni, avx512vnni-zmm, avx512vnni-ymm, avxvnni, avx2, neon-dotprod, scalar)");
