@@ -37,6 +37,10 @@ bool ModelConfig::has_cache(int layer) const {
   return layers.at(layer).kv.kind != KvSourceKind::reuse && mixer(layer).kind != MixerKind::sparse_reuse;
 }
 
+bool ModelConfig::fills_own_cache(int layer) const {
+  return layers.at(layer).kv.kind == KvSourceKind::own && has_cache(layer);
+}
+
 static bool layers_with_gated_engram(const ModelConfig& c, int layer) {
   if (!c.engram || c.engram->placement != EngramPlacement::gated_add) return false;
   for (int at : c.engram->layers)

@@ -207,6 +207,8 @@ struct ModelConfig {
   // The layer whose cache `layer` reads (itself when it keeps its own).
   int cache_owner(int layer) const;
   bool has_cache(int layer) const;  // keeps K/V (or a latent, or a recurrent state) of its own
+  // Appends its own entry to that cache from its own input (not a bridge's, not a reuse).
+  bool fills_own_cache(int layer) const;
   // Early exit (NOTES.md 1): the first layer E such that every cache of layers >= E is a
   // function of layers < E. Prefill runs layers < E on every prompt token, fills the caches
   // of layers >= E from their K/V inputs, and runs layers >= E for the last token only.

@@ -32,11 +32,6 @@ BlockShape block_shape(const QueryBlock& b) {
   return s;
 }
 
-// The first key row t may read: a ring holds the last `capacity` positions.
-int64_t first_key(const KvCache& cache, int64_t pos) {
-  return cache.ring ? std::max<int64_t>(0, pos + 1 - cache.capacity) : 0;
-}
-
 // One thread's tiles, grown once.
 struct TileScratch {
   std::vector<float> q, kt, key, values, s;
@@ -66,7 +61,7 @@ void tile_weights(const ItemKeys& it, int64_t j0, int64_t nk, float* s, float* m
   const int group = it.shape.group, dh = it.shape.dh;
   const float scale = attention_scale(b.w, b.m), cap = is_softmax(b.m) ? float(b.m.softcap) : 0.0f;
   for (int64_t t = it.t0; t < it.t1; ++t) {
-    const int64_t lo = first_key(b.cache, b.pos[t]) - j0, hi = b.pos[t] + 1 - j0;  // row t's keys in the tile
+    const int64_t lo = b.cache.first_for(b.pos[t]) - j0, hi = b.pos[t] + 1 - j0;  // row t's keys in the tile
     float* kept = b.kept && b.kept[t].data ? b.kept[t].data + it.g * b.kept[t].stride + j0 : nullptr;
     for (int h = 0; h < group; ++h) {
       const int64_t v = (t - it.t0) * group + h;
@@ -117,7 +112,7 @@ void attend_item(const ItemKeys& it, TileScratch& ts) {
   float* max = b.state.max.data() + state0;
   double* sum = b.state.sum.data() + state0;
   // The keys any row of the item may read.
-  const int64_t k0 = std::max(it.key0, first_key(b.cache, b.pos[it.t0])), k1 = std::min(it.key1, b.pos[it.t1 - 1] + 1);
+  const int64_t k0 = std::max(it.key0, b.cache.first_for(b.pos[it.t0])), k1 = std::min(it.key1, b.pos[it.t1 - 1] + 1);
   for (int64_t j0 = k0; j0 < k1; j0 += kTileKeys) {
     const int64_t nk = std::min(kTileKeys, k1 - j0);
     for (int64_t j = 0; j < nk; ++j) {  // K^T of the tile

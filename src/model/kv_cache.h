@@ -76,8 +76,10 @@ struct KvCache {
   void init(int kv_heads, int head, int64_t cap, bool is_ring, KvType type = KvType::f32);
   bool empty() const { return kv_dim == 0; }
   KvType type() const { return k_.type(); }
+  // The oldest position held once the token at `pos` is the newest: what that token reads.
+  int64_t first_for(int64_t pos) const { return ring ? std::max<int64_t>(0, pos + 1 - capacity) : 0; }
   // The oldest position still held.
-  int64_t first() const { return ring ? std::max<int64_t>(0, count - capacity) : 0; }
+  int64_t first() const { return first_for(count - 1); }
   int64_t slot(int64_t pos) const { return ring ? pos % capacity : pos; }
   // This token's key and value ([kv_dim] each), stored in the cache's type. Throws
   // std::runtime_error when a full (non-ring) cache has no room.

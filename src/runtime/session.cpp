@@ -311,7 +311,7 @@ void Session::run_mixer(int i, const float* x, float* out, const Projected* proj
   const LayerWeights& w = model_->layers[size_t(i)];
   const int64_t pos = r_->pos;
   const int owner = c.cache_owner(i);
-  const bool own_kv = c.layers[size_t(i)].kv.kind == KvSourceKind::own && c.has_cache(i);
+  const bool own_kv = c.fills_own_cache(i);
   const bool recurrent = m.kind == MixerKind::gdn || m.kind == MixerKind::gdn2;
   const bool mla = m.kind == MixerKind::mla;
   if (own_kv && !recurrent && !mla) fill_cache(i, x, projected);
@@ -388,7 +388,7 @@ bool Session::mixer_input(int i, bool all_layers, float* xn, bool fill_exit, con
   const float* h = sublayer_input(i, false, w.attn_res, w.attn_mhc, r.boundary);
   kernels::rmsnorm(h, w.attn_norm.data(), d_, eps, c.norm.unit_offset, xn);
   if (!all_layers && i >= m.prefill_exit) {  // early exit: only this layer's own cache entry remains
-    if (fill_exit && c.layers[size_t(i)].kv.kind == KvSourceKind::own && c.has_cache(i)) fill_cache(i, xn);
+    if (fill_exit && c.fills_own_cache(i)) fill_cache(i, xn);
     return false;
   }
   return true;

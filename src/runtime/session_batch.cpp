@@ -143,7 +143,7 @@ void Session::attention_batch(int i, std::span<const BatchRow> rows, BatchScratc
   const ModelConfig& c = m.config;
   const MixerSpec& spec = c.mixer(i);
   const AttentionWeights& w = m.layers[size_t(i)].attn;
-  const bool own_kv = c.layers[size_t(i)].kv.kind == KvSourceKind::own && c.has_cache(i);
+  const bool own_kv = c.fills_own_cache(i);
   const int64_t d = c.d_model, n = int64_t(b.active.size());
   // 1. Every row's normed input; the rows that go on attend, the others (early exit) only
   // add their cache entry.
@@ -181,7 +181,7 @@ bool Session::block_attends(int i, std::span<const BatchRow> rows, const BatchSc
   for (int32_t j : b.active)
     if (rows[size_t(j)].session != &s0) return false;  // rows of several sessions: decode_batch
   const KvCache& cache = s0.kv_[size_t(c.cache_owner(i))];
-  const bool own_kv = c.layers[size_t(i)].kv.kind == KvSourceKind::own && c.has_cache(i);
+  const bool own_kv = c.fills_own_cache(i);
   // Appending the chunk must not overwrite a key a row still reads: a ring holds the chunk; a
   // cache another layer fills already holds every row's key, and must keep the oldest too.
   if (own_kv) return !cache.ring || int64_t(b.active.size()) <= cache.capacity;
@@ -193,17 +193,17 @@ void Session::attention_block(int i, std::span<const BatchRow> rows, BatchScratc
   const ModelConfig& c = s0.model().config;
   const MixerSpec& spec = c.mixer(i);
   const AttentionWeights& w = s0.model().layers[size_t(i)].attn;
-  const bool own_kv = c.layers[size_t(i)].kv.kind == KvSourceKind::own && c.has_cache(i);
+  const bool own_kv = c.fills_own_cache(i);
   KvCache& cache = s0.kv_[size_t(c.cache_owner(i))];
   AttentionBatch& ab = b.attention;
-  const std::vector<float>& kept_scores = s0.scores_[size_t(i)];
+  std::vector<float>& kept_scores = s0.scores_[size_t(i)];
   ab.positions.resize(size_t(nq));
   ab.kept.assign(size_t(nq), GroupScores{});
   for (int64_t a = 0, q = 0; a < int64_t(b.active.size()); ++a) {
     if (!b.attends[size_t(a)]) continue;
     const TokenState& r = s0.rows_[size_t(b.state_of[size_t(b.active[size_t(a)])])];
     ab.positions[size_t(q)] = r.pos;
-    if (!kept_scores.empty()) ab.kept[size_t(q)] = {s0.scores_[size_t(i)].data() + int64_t(r.slot) * s0.scores_stride_, s0.context_};
+    if (!kept_scores.empty()) ab.kept[size_t(q)] = {kept_scores.data() + int64_t(r.slot) * s0.scores_stride_, s0.context_};
     finish_query(w, spec, c, r.pos, ab.q.data() + q * ab.q_width);
     ++q;
   }
@@ -229,7 +229,7 @@ void Session::mla_batch(int i, std::span<const BatchRow> rows, BatchScratch& b) 
   const ModelConfig& c = m.config;
   const MixerSpec& spec = c.mixer(i);
   const MlaWeights& w = m.layers[size_t(i)].mla;
-  const bool own_kv = c.layers[size_t(i)].kv.kind == KvSourceKind::own && c.has_cache(i);
+  const bool own_kv = c.fills_own_cache(i);
   const int64_t d = c.d_model, n = int64_t(b.active.size());
   const int64_t nq = batch_inputs(i, rows, b);
   if (nq == 0 && !own_kv) {

@@ -225,7 +225,7 @@ torch::Tensor Model::forward(const torch::Tensor& input) {
     }
     torch::Tensor xn = rmsnorm(r.input(i, false, w.attn_res, w.attn_mhc), w.attn_norm, c);
     const int owner = c.cache_owner(i);
-    if (c.layers[size_t(i)].kv.kind == KvSourceKind::own && c.has_cache(i)) {
+    if (c.fills_own_cache(i)) {
       if (m.kind == MixerKind::mla) latents[size_t(i)] = mla_latents(w.mla, m, c, l, xn);
       else if (m.kind == MixerKind::attention || m.kind == MixerKind::relu2_attention)
         kv[size_t(i)] = project_kv(w.attn, m, c, l, xn);
