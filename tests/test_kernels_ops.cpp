@@ -224,63 +224,81 @@ TEST(KernelsVector, DotAndAxpyMatchReference) {
   });
 }
 
-// Attention's blocks: a few query rows against a block of cache rows. Each result takes the
-// steps of dot / axpy called one by one (the same bits), and is near the double reference;
-// with positive_only, rows whose weight is not > 0 for a head are NaN there and change nothing.
-TEST(KernelsVector, DotRowsAndAddWeightedRowsAreDotAndAxpyInOneCall) {
+// Cache rows as stored (kernels::CacheRows): f32 rows, or int8 rows with a scale each.
+struct StoredRows {
+  std::vector<float> f32;
+  std::vector<int8_t> q8;
+  std::vector<float> scale;
+  std::vector<const float*> f32_rows;
+  std::vector<const int8_t*> q8_rows;
+  // Row j's value i as the kernels must read it.
+  double at(bool in_q8, int64_t j, int64_t i, int64_t n) const {
+    return in_q8 ? double(scale[size_t(j)]) * q8[size_t(j * n + i)] : f32[size_t(j * n + i)];
+  }
+  CacheRows rows(bool in_q8) const { return in_q8 ? CacheRows{nullptr, q8_rows.data(), scale.data()} : CacheRows{f32_rows.data()}; }
+};
+
+// n_rows rows of n values; rows with skipped(j) are null (a kernel that read one would crash).
+template <class Skipped>
+StoredRows stored_rows(int64_t n_rows, int64_t n, std::mt19937& rng, Skipped skipped) {
+  StoredRows s;
+  s.f32 = randn(n_rows * n, rng);
+  std::uniform_int_distribution<int> value(-127, 127);
+  std::uniform_real_distribution<float> factor(0.001f, 0.02f);
+  for (int64_t i = 0; i < n_rows * n; ++i) s.q8.push_back(int8_t(value(rng)));
+  for (int64_t j = 0; j < n_rows; ++j) {
+    s.scale.push_back(factor(rng));
+    s.f32_rows.push_back(skipped(j) ? nullptr : s.f32.data() + j * n);
+    s.q8_rows.push_back(skipped(j) ? nullptr : s.q8.data() + j * n);
+  }
+  return s;
+}
+
+// Decode's tiles read the rows as the cache stores them: scores of a few query heads with f32
+// or int8 key rows (their scale and the logit scale applied), and value sums in which a null
+// row is never read. Against double loops, at sizes covering the 4 x 2 and 1 x 4 blocks, the
+// vector widths (up to 16 f32 lanes) and the scalar tails.
+TEST(KernelsVector, ScoresRowsAndWeightedSumsReadRowsAsStored) {
   std::mt19937 rng(16);
   for_each_target([&] {
-    for (int64_t n : {1, 5, 64, 80, 129})
-      for (int64_t n_q : {1, 4, 7})
-        for (int64_t n_rows : {1, 3, 8}) {
-          SCOPED_TRACE("n " + std::to_string(n) + " queries " + std::to_string(n_q) + " rows " + std::to_string(n_rows));
-          const int64_t ldq = n + 3, ldo = n_rows + 2, ldp = n_rows + 5;
-          const auto q = randn(n_q * ldq, rng), block = randn(n_rows * n, rng);
-          std::vector<const float*> rows;
-          for (int64_t r = 0; r < n_rows; ++r) rows.push_back(block.data() + r * n);
-          std::vector<float> out(size_t(n_q * ldo), NAN);
-          dot_rows(q.data(), ldq, n_q, rows.data(), n_rows, n, out.data(), ldo);
-          for (int64_t h = 0; h < n_q; ++h)
-            for (int64_t r = 0; r < n_rows; ++r) {
-              const float* qh = q.data() + h * ldq;
-              ASSERT_EQ(out[size_t(h * ldo + r)], dot(qh, rows[size_t(r)], n));
-              ASSERT_NEAR(out[size_t(h * ldo + r)], ref::dot(qh, rows[size_t(r)], n), 1e-5 * n);
-            }
-
-          // Weights: some heads weight some rows 0 or less; those rows are NaN for them below.
-          auto p = randn(n_q * ldp, rng);
-          const auto o0 = randn(n_q * n, rng);
-          for (bool positive_only : {false, true}) {
-            auto o = o0, expected = o0;
-            std::vector<double> exact(o0.begin(), o0.end());
-            add_weighted_rows(p.data(), ldp, n_q, rows.data(), n_rows, n, positive_only, o.data(), n);
-            for (int64_t r = 0; r < n_rows; ++r)
-              for (int64_t h = 0; h < n_q; ++h) {
-                const float a = p[size_t(h * ldp + r)];
-                if (positive_only && !(a > 0.0f)) continue;
-                axpy(a, rows[size_t(r)], n, expected.data() + h * n);
-                for (int64_t i = 0; i < n; ++i) exact[size_t(h * n + i)] += double(a) * rows[size_t(r)][i];
+    for (bool in_q8 : {false, true})
+      for (int64_t dh : {1, 5, 64, 80, 129})
+        for (int64_t n_q : {1, 4, 7, 9})
+          for (int64_t n_rows : {1, 3, 8, 64}) {
+            SCOPED_TRACE(std::string(in_q8 ? "q8" : "f32") + " dh " + std::to_string(dh) + " queries " +
+                         std::to_string(n_q) + " rows " + std::to_string(n_rows));
+            const int64_t ldq = dh + 3, lds = n_rows + 2;
+            const float scale = 0.37f;
+            const auto q = randn(n_q * ldq, rng);
+            const StoredRows keys = stored_rows(n_rows, dh, rng, [](int64_t) { return false; });
+            std::vector<float> s(size_t(n_q * lds), NAN);
+            scores_rows(q.data(), ldq, n_q, keys.rows(in_q8), n_rows, dh, scale, s.data(), lds);
+            for (int64_t v = 0; v < n_q; ++v)
+              for (int64_t j = 0; j < n_rows; ++j) {
+                double exact = 0, size = 0;
+                for (int64_t i = 0; i < dh; ++i) {
+                  const double term = double(q[size_t(v * ldq + i)]) * keys.at(in_q8, j, i, dh);
+                  exact += term, size += std::fabs(term);
+                }
+                ASSERT_NEAR(s[size_t(v * lds + j)], scale * exact, 1e-6 * scale * size + 1e-30) << v << " " << j;
               }
-            for (size_t i = 0; i < o.size(); ++i) {
-              ASSERT_EQ(o[i], expected[i]) << i;
-              ASSERT_NEAR(o[i], exact[i], 1e-5 * (std::fabs(exact[i]) + n_rows));
-            }
-            if (!positive_only) continue;
-            // Poison: a head that weights a row <= 0 must not read it. Rows weighted <= 0 by
-            // every head become NaN; a head's output is unchanged while it skips them.
-            auto poisoned = block;
-            for (int64_t r = 0; r < n_rows; ++r) {
-              bool some = false;
-              for (int64_t h = 0; h < n_q; ++h) some |= p[size_t(h * ldp + r)] > 0.0f;
-              if (!some) std::fill(poisoned.begin() + r * n, poisoned.begin() + (r + 1) * n, NAN);
-            }
-            std::vector<const float*> poisoned_rows;
-            for (int64_t r = 0; r < n_rows; ++r) poisoned_rows.push_back(poisoned.data() + r * n);
-            auto o2 = o0;
-            add_weighted_rows(p.data(), ldp, n_q, poisoned_rows.data(), n_rows, n, true, o2.data(), n);
-            for (size_t i = 0; i < o2.size(); ++i) ASSERT_EQ(o2[i], o[i]) << i;
+
+            const int64_t ldp = n_rows + 3, ldo = dh + 1;
+            const auto p = randn(n_q * ldp, rng), o0 = randn(n_q * ldo, rng);
+            const StoredRows values = stored_rows(n_rows, dh, rng, [](int64_t j) { return j % 3 == 1; });
+            auto o = o0;
+            weighted_sum_tile(p.data(), ldp, n_q, values.rows(in_q8), n_rows, dh, o.data(), ldo);
+            for (int64_t v = 0; v < n_q; ++v)
+              for (int64_t c = 0; c < dh; ++c) {
+                double exact = o0[size_t(v * ldo + c)], size = std::fabs(exact);
+                for (int64_t j = 0; j < n_rows; ++j)
+                  if (j % 3 != 1) {
+                    const double term = double(p[size_t(v * ldp + j)]) * values.at(in_q8, j, c, dh);
+                    exact += term, size += std::fabs(term);
+                  }
+                ASSERT_NEAR(o[size_t(v * ldo + c)], exact, 1e-6 * size) << v << " " << c;
+              }
           }
-        }
   });
 }
 
@@ -317,8 +335,8 @@ TEST(KernelsVector, ScoresAndWeightedSumTilesAreTheProducts) {
             poisoned_rows.push_back(skipped ? nullptr : poisoned.data() + j * dh);
           }
           auto o = o0, o_poisoned = o0;
-          weighted_sum_tile(p.data(), ldp, n_q, rows.data(), n_keys, dh, o.data(), ldo);
-          weighted_sum_tile(p.data(), ldp, n_q, poisoned_rows.data(), n_keys, dh, o_poisoned.data(), ldo);
+          weighted_sum_tile(p.data(), ldp, n_q, CacheRows{rows.data()}, n_keys, dh, o.data(), ldo);
+          weighted_sum_tile(p.data(), ldp, n_q, CacheRows{poisoned_rows.data()}, n_keys, dh, o_poisoned.data(), ldo);
           for (int64_t v = 0; v < n_q; ++v)
             for (int64_t c = 0; c < dh; ++c) {
               double exact = o0[size_t(v * ldo + c)];

@@ -150,27 +150,6 @@ void Axpy(float a, const float* x, int64_t n, float* y) {
   for (; i < n; ++i) y[i] += a * x[i];
 }
 
-// The dots of a few query rows with a block of key rows (attention scores):
-// out[h ldo + r] = q_h . rows[r], each dot DotF32's own steps, so its bits; one dispatch
-// for the block instead of one per dot.
-void DotRowsF32(const float* q, int64_t ldq, int64_t n_q, const float* const* rows, int64_t n_rows, int64_t n,
-                float* out, int64_t ldo) {
-  for (int64_t h = 0; h < n_q; ++h)
-    for (int64_t r = 0; r < n_rows; ++r) out[h * ldo + r] = DotF32(q + h * ldq, rows[r], n);
-}
-
-// o_h += p[h ldp + r] rows[r] for r < n_rows in order, for each h < n_q (attention's value
-// sum): Axpy's steps in that order, so its bits; with positive_only a weight that is not > 0
-// adds nothing (ReLU^2's V-skip: the row may be unread memory for that head).
-void AddWeightedRowsF32(const float* p, int64_t ldp, int64_t n_q, const float* const* rows, int64_t n_rows,
-                        int64_t n, bool positive_only, float* o, int64_t ldo) {
-  for (int64_t r = 0; r < n_rows; ++r)
-    for (int64_t h = 0; h < n_q; ++h) {
-      const float a = p[h * ldp + r];
-      if (!positive_only || a > 0.0f) Axpy(a, rows[r], n, o + h * ldo);
-    }
-}
-
 // Four q8 rows of AddRowsRange at once: each vector of y is loaded and stored once per four
 // rows, its four multiply-adds in row order, so every y[i] takes the same steps as one row
 // at a time (the same bits) with a quarter of y's loads and stores.
@@ -301,8 +280,6 @@ HWY_EXPORT(AddRowsRange);
 HWY_EXPORT(MatmulRange);
 HWY_EXPORT(DotF32);
 HWY_EXPORT(Axpy);
-HWY_EXPORT(DotRowsF32);
-HWY_EXPORT(AddWeightedRowsF32);
 HWY_EXPORT(TargetName);
 
 namespace {
@@ -424,16 +401,6 @@ void matmul_range(const MatrixView& w, const ActivationBatch& x, float* y, int64
 float dot(const float* a, const float* b, int64_t n) { return HWY_DYNAMIC_DISPATCH(DotF32)(a, b, n); }
 
 void axpy(float a, const float* x, int64_t n, float* y) { HWY_DYNAMIC_DISPATCH(Axpy)(a, x, n, y); }
-
-void dot_rows(const float* q, int64_t ldq, int64_t n_q, const float* const* rows, int64_t n_rows, int64_t n,
-              float* out, int64_t ldo) {
-  HWY_DYNAMIC_DISPATCH(DotRowsF32)(q, ldq, n_q, rows, n_rows, n, out, ldo);
-}
-
-void add_weighted_rows(const float* p, int64_t ldp, int64_t n_q, const float* const* rows, int64_t n_rows, int64_t n,
-                       bool positive_only, float* o, int64_t ldo) {
-  HWY_DYNAMIC_DISPATCH(AddWeightedRowsF32)(p, ldp, n_q, rows, n_rows, n, positive_only, o, ldo);
-}
 
 }  // namespace wren::kernels
 #endif  // HWY_ONCE

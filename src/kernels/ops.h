@@ -134,26 +134,27 @@ bool f32_activations();
 
 float dot(const float* a, const float* b, int64_t n);
 void axpy(float a, const float* x, int64_t n, float* y);  // y += a x
-// Attention's blocks, one call for a few query rows and a block of cache rows, each dot and
-// each y += a x taking dot's and axpy's own steps (the same bits as calling them one by one):
-//   dot_rows:          out[h ldo + r] = q[h ldq : +n] . rows[r]             (h < n_q, r < n_rows)
-//   add_weighted_rows: o[h ldo : +n] += p[h ldp + r] rows[r], r in order, then h; with
-//                      positive_only a weight that is not > 0 adds nothing (its row is never
-//                      read for that h: ReLU^2's V-skip).
-void dot_rows(const float* q, int64_t ldq, int64_t n_q, const float* const* rows, int64_t n_rows, int64_t n,
-              float* out, int64_t ldo);
-void add_weighted_rows(const float* p, int64_t ldp, int64_t n_q, const float* const* rows, int64_t n_rows, int64_t n,
-                       bool positive_only, float* o, int64_t ldo);
+// Cache rows as attention reads them in place: f32 rows, or q8 rows with one scale each (row j
+// = scale[j] q8[j], a KV cache's head row). A null row is skipped where a kernel says so.
+struct CacheRows {
+  const float* const* f32 = nullptr;
+  const int8_t* const* q8 = nullptr;
+  const float* scale = nullptr;  // q8: one per row
+};
 
-// Attention over a tile of keys for a block of query vectors (prefill's chunk): four query
-// vectors' accumulators in registers at a time, so each K or V vector loaded serves four.
+// Attention over a tile of keys, with four query vectors' accumulators in registers at a
+// time, so each K or V vector loaded (and widened from int8) serves four:
 //   scores_tile:       s[v lds + j] = q[v ldq : +dh] . k_j, K transposed: kt[i ldk + j] = k_j[i]
-//                      (v < n_q, j < n_keys)
+//                      (v < n_q, j < n_keys): prefill's block of query vectors
+//   scores_rows:       s[v lds + j] = scale (q[v ldq : +dh] . k_j), the rows as stored, two
+//                      rows per block: decode's few query heads of one KV group
 //   weighted_sum_tile: o[v ldo : +n] += sum_j p[v ldp + j] rows[j], j in order; a null
-//                      rows[j] is skipped (never read: ReLU^2's V-skip for the whole block)
+//                      rows[j] is skipped (never read: ReLU^2's V-skip)
 void scores_tile(const float* q, int64_t ldq, int64_t n_q, const float* kt, int64_t ldk, int64_t n_keys, int64_t dh,
                  float* s, int64_t lds);
-void weighted_sum_tile(const float* p, int64_t ldp, int64_t n_q, const float* const* rows, int64_t n_rows, int64_t n,
+void scores_rows(const float* q, int64_t ldq, int64_t n_q, const CacheRows& k, int64_t n_rows, int64_t dh, float scale,
+                 float* s, int64_t lds);
+void weighted_sum_tile(const float* p, int64_t ldp, int64_t n_q, const CacheRows& rows, int64_t n_rows, int64_t n,
                        float* o, int64_t ldo);
 
 // out = x / sqrt(mean(x^2) + eps) * g, with g = gain, (1 + gain) if unit_offset, or 1 if

@@ -43,7 +43,6 @@ void AttentionScratch::reserve(const ModelConfig& c, int64_t context) {
 void AttentionScratch::reserve_chunks(int kv_heads, int group, int head_dim, int64_t keys) {
   const size_t items = size_t(kv_heads) * size_t(key_chunks(keys));
   chunk_group_ = group, chunk_head_ = head_dim;
-  chunk_rows_.resize(items * kKeyBlock * size_t(head_dim));
   chunk_o_.resize(items * size_t(group) * size_t(head_dim));
   chunk_sum_.resize(items * size_t(group));
   chunk_max_.resize(items * size_t(group));
@@ -55,30 +54,34 @@ ChunkScratch AttentionScratch::chunk(int64_t item) {
     throw std::logic_error("attention: work item " + std::to_string(item) + " past the " +
                            std::to_string(chunk_reads_.size()) + " reserved");
   const size_t i = size_t(item), g = size_t(chunk_group_), dh = size_t(chunk_head_);
-  return {chunk_rows_.data() + i * kKeyBlock * dh, chunk_o_.data() + i * g * dh, chunk_sum_.data() + i * g,
-          chunk_max_.data() + i * g, chunk_reads_.data() + i};
+  return {chunk_o_.data() + i * g * dh, chunk_sum_.data() + i * g, chunk_max_.data() + i * g, chunk_reads_.data() + i};
 }
 
-void score_keys(const GroupKeys& k, int64_t j0, int64_t j1, float* rows) {
+KvTile& thread_tile() {
+  thread_local KvTile tile;
+  return tile;
+}
+
+void score_keys(const GroupKeys& k, int64_t j0, int64_t j1) {
   const int dh = k.cache.head_dim;
-  const float* key[kKeyBlock];
-  for (int64_t b0 = j0; b0 < j1; b0 += kKeyBlock) {
-    const int b = int(std::min<int64_t>(kKeyBlock, j1 - b0));
-    for (int r = 0; r < b; ++r) key[r] = k.cache.key(k.at(b0 + r), k.g, rows + r * dh);
-    kernels::dot_rows(k.q, dh, k.heads, key, b, dh, k.p + b0, k.n);
-    for (int h = 0; h < k.heads; ++h)
-      for (int r = 0; r < b; ++r) {
-        float& logit = k.p[h * k.n + b0 + r];
-        logit *= k.scale;
-        if (k.cap > 0) logit = k.cap * std::tanh(logit / k.cap);
-      }
+  KvTile& tile = thread_tile();
+  for (int64_t b0 = j0; b0 < j1; b0 += KvTile::kRows) {
+    const int b = int(std::min<int64_t>(KvTile::kRows, j1 - b0));
+    for (int r = 0; r < b; ++r) k.cache.key_to_tile(k.at(b0 + r), k.g, tile, r);
+    kernels::scores_rows(k.q, dh, k.heads, tile.rows(), b, dh, k.scale, k.p + b0, k.n);
+    if (k.cap > 0)
+      for (int h = 0; h < k.heads; ++h)
+        for (int r = 0; r < b; ++r) {
+          float& logit = k.p[h * k.n + b0 + r];
+          logit = k.cap * std::tanh(logit / k.cap);
+        }
   }
   for (int h = 0; h < k.heads; ++h) record_group_scores(k.kept, k.g, k.at(j0), k.p + h * k.n + j0, j1 - j0);
 }
 
 void softmax_chunk(const GroupKeys& k, int64_t j0, int64_t j1, ChunkScratch c) {
   const int dh = k.cache.head_dim;
-  score_keys(k, j0, j1, c.rows);
+  score_keys(k, j0, j1);
   for (int h = 0; h < k.heads; ++h) {
     float* ph = k.p + h * k.n;
     float top = -INFINITY;
@@ -88,11 +91,11 @@ void softmax_chunk(const GroupKeys& k, int64_t j0, int64_t j1, ChunkScratch c) {
     c.max[h] = top, c.sum[h] = sum;
   }
   std::fill(c.o, c.o + k.heads * dh, 0.0f);
-  const float* value[kKeyBlock];
-  for (int64_t b0 = j0; b0 < j1; b0 += kKeyBlock) {
-    const int b = int(std::min<int64_t>(kKeyBlock, j1 - b0));
-    for (int r = 0; r < b; ++r) value[r] = k.cache.value(k.at(b0 + r), k.g, c.rows + r * dh);
-    kernels::add_weighted_rows(k.p + b0, k.n, k.heads, value, b, dh, false, c.o, dh);
+  KvTile& tile = thread_tile();
+  for (int64_t b0 = j0; b0 < j1; b0 += KvTile::kRows) {
+    const int b = int(std::min<int64_t>(KvTile::kRows, j1 - b0));
+    for (int r = 0; r < b; ++r) k.cache.value_to_tile(k.at(b0 + r), k.g, tile, r);
+    kernels::weighted_sum_tile(k.p + b0, k.n, k.heads, tile.rows(), b, dh, c.o, dh);
   }
 }
 

@@ -42,7 +42,6 @@ inline int64_t key_chunks(int64_t n) { return (n + kChunkKeys - 1) / kChunkKeys;
 // the group: the partial output o_c[h] (un-normalised), the sum of its weights, and for a
 // softmax the largest logit its exponentials were taken against.
 struct ChunkScratch {
-  float* rows;    // [kKeyBlock][head_dim]
   float* o;       // [group][head_dim]
   double* sum;    // [group]
   float* max;     // [group]
@@ -56,6 +55,16 @@ struct AttentionScratch {
   std::vector<int32_t> selected;        // [KV heads][context] a sparse layer's selection
   std::vector<int64_t> selected_count;  // [KV heads] its length
   bool v_skip = true;  // false (--no-vskip): value rows of zero weight are read too, to measure the saving
+  // What `selected` holds: the selection by an owner's kept scores for one position. The
+  // sparse layers that reuse one owner select by the same scores, so the later ones take it
+  // from here; a layer that writes kept scores calls forget_selection().
+  struct Selection {
+    const float* scores = nullptr;
+    int64_t pos = -1;
+    int top_k = 0, recent = 0;
+    bool operator==(const Selection&) const = default;
+  } selection;
+  void forget_selection() { selection = {}; }
   VReads v_reads;
   void reserve(const ModelConfig& c, int64_t context);
   // The work items' memory for steps of up to kv_heads x key_chunks(keys) items of `group`
@@ -65,13 +74,10 @@ struct AttentionScratch {
 
  private:
   int chunk_group_ = 0, chunk_head_ = 0;
-  std::vector<float> chunk_rows_, chunk_o_, chunk_max_;
+  std::vector<float> chunk_o_, chunk_max_;
   std::vector<double> chunk_sum_;
   std::vector<VReads> chunk_reads_;
 };
-
-// Keys scored together per step of the group kernels (each row decoded once for all heads).
-constexpr int kKeyBlock = 8;
 
 // A row's projections that its batch ran beforehand (prefill's chunk: one GEMM per matrix
 // for all rows, attention_batch_inputs below): q = W_q x, k = W_k x, v = W_v x, before
@@ -180,6 +186,7 @@ void attention_batch_output(const AttentionWeights& w, int64_t n_query, Attentio
 // Items are (KV head, block of rows): their bounds depend only on the work, so two threads
 // give one thread's bits. The results equal decode's up to float rounding, not bit for bit.
 constexpr int64_t kTileKeys = 64;
+static_assert(kTileKeys <= KvTile::kRows, "a block's tile of values fits one KvTile");
 constexpr int64_t kBlockVectors = 64;
 
 struct QueryBlock {
@@ -243,12 +250,15 @@ struct GroupKeys {
   const int32_t* positions = nullptr;
   int64_t at(int64_t j) const { return positions ? positions[j] : first + j; }
 };
-// The logits of keys [j0, j1) into p, and into kept: kKeyBlock keys at a time, each K row
-// decoded once for all heads (rows: kKeyBlock rows of scratch). The first step of both chunk
-// kernels below.
-void score_keys(const GroupKeys& k, int64_t j0, int64_t j1, float* rows);
+// This thread's tile of cache rows, grown once (the chunk kernels and the block's items).
+KvTile& thread_tile();
+// The logits of keys [j0, j1) into p, and into kept: a tile of KvTile::kRows keys at a time
+// (kernels::scores_rows), each K row read as stored (int8 for q8) once for all heads. The
+// first step of both chunk kernels below.
+void score_keys(const GroupKeys& k, int64_t j0, int64_t j1);
 // A softmax chunk: its logits (score_keys), then per head m = max_j p_hj, p_hj = exp(p_hj -
-// m), sum = sum_j p_hj, o_c[h] = sum_j p_hj v_j (each V row decoded once for all heads).
+// m), sum = sum_j p_hj, o_c[h] = sum_j p_hj v_j (kernels::weighted_sum_tile: each V row read
+// once for all heads).
 void softmax_chunk(const GroupKeys& k, int64_t j0, int64_t j1, ChunkScratch c);
 // The chunks 0 .. chunks-1 of one group (work items item0 ..) into the heads' outputs:
 // M = max(sink_h, m_c), o_h = sum_c e^(m_c - M) o_c[h] / (e^(sink_h - M) + sum_c e^(m_c - M) sum_c).

@@ -34,15 +34,13 @@ BlockShape block_shape(const QueryBlock& b) {
 
 // One thread's tiles, grown once.
 struct TileScratch {
-  std::vector<float> q, kt, key, values, s;
-  std::vector<const float*> rows;
+  std::vector<float> q, kt, key, s;
   void reserve(int64_t vectors, int dh) {
     const auto grow = [](std::vector<float>& v, int64_t n) {
       if (v.size() < size_t(n)) v.resize(size_t(n));
     };
     grow(q, vectors * dh), grow(kt, int64_t(dh) * kTileKeys), grow(key, dh);
-    grow(values, kTileKeys * dh), grow(s, vectors * kTileKeys);
-    rows.resize(size_t(kTileKeys));
+    grow(s, vectors * kTileKeys);
   }
 };
 
@@ -121,12 +119,14 @@ void attend_item(const ItemKeys& it, TileScratch& ts) {
     }
     kernels::scores_tile(ts.q.data(), dh, vectors, ts.kt.data(), kTileKeys, nk, dh, ts.s.data(), kTileKeys);
     tile_weights(it, j0, nk, ts.s.data(), max, sum, o);
+    KvTile& values = thread_tile();
     for (int64_t j = 0; j < nk; ++j) {  // the V rows some vector weights
       bool needed = false;
       for (int64_t v = 0; v < vectors && !needed; ++v) needed = ts.s[size_t(v * kTileKeys + j)] != 0.0f;
-      ts.rows[size_t(j)] = needed ? b.cache.value(j0 + j, it.g, ts.values.data() + j * dh) : nullptr;
+      if (needed) b.cache.value_to_tile(j0 + j, it.g, values, int(j));
+      else values.skip(int(j));
     }
-    kernels::weighted_sum_tile(ts.s.data(), kTileKeys, vectors, ts.rows.data(), nk, dh, o, dh);
+    kernels::weighted_sum_tile(ts.s.data(), kTileKeys, vectors, values.rows(), nk, dh, o, dh);
   }
 }
 

@@ -66,6 +66,25 @@ const float* KvRows::read(int64_t r, int offset, int n, float* buf) const {
   return buf;
 }
 
+void KvRows::to_tile(int64_t r, int offset, int n, KvTile& t, int j) const {
+  const size_t at = size_t(r) * size_t(width_) + size_t(offset);
+  t.in_q8 = type_ == KvType::q8;
+  switch (type_) {
+    case KvType::f32: t.f32[j] = reinterpret_cast<const float*>(values_.data()) + at; break;
+    case KvType::bf16:
+      if (t.decoded.size() < size_t(KvTile::kRows) * size_t(n)) t.decoded.resize(size_t(KvTile::kRows) * size_t(n));
+      t.f32[j] = read(r, offset, n, t.decoded.data() + size_t(j) * size_t(n));
+      break;
+    case KvType::q8:
+      if (n != group_ || offset % group_ != 0)
+        throw std::logic_error("KV tile: " + std::to_string(n) + " values at " + std::to_string(offset) +
+                               " are not one q8 group of " + std::to_string(group_));
+      t.q8[j] = reinterpret_cast<const int8_t*>(values_.data()) + at;
+      t.scale[j] = kernels::f16_to_f32(scales_[at / size_t(group_)]);
+      break;
+  }
+}
+
 double KvRows::bytes_per_row() const { return double(bytes()) / double(rows_); }
 
 void KvCache::init(int kv_heads, int head, int64_t cap, bool is_ring, KvType type) {

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/ops.h"
 #include "kernels/types.h"
 
 namespace wren {
@@ -35,6 +36,21 @@ KvType parse_kv_type(const std::string& text);
 
 // The q8 group of a KV head row of n values: the whole row (see above).
 inline int kv_group(int n) { return n; }
+
+// Up to kRows rows of one KV head's keys or values as the attention kernels read them
+// (kernels::CacheRows): pointers into the cache (f32, or q8 with each row's scale), or rows
+// decoded into `decoded` (bf16). A thread keeps one and fills it tile by tile; a skipped row
+// is null (never read).
+struct KvTile {
+  static constexpr int kRows = 64;
+  const float* f32[kRows] = {};
+  const int8_t* q8[kRows] = {};
+  float scale[kRows] = {};
+  bool in_q8 = false;
+  std::vector<float> decoded;  // bf16: [kRows][row width], grown once
+  kernels::CacheRows rows() const { return in_q8 ? kernels::CacheRows{nullptr, q8, scale} : kernels::CacheRows{f32}; }
+  void skip(int j) { f32[j] = nullptr, q8[j] = nullptr; }
+};
 
 class KvRows {
  public:
@@ -50,6 +66,9 @@ class KvRows {
   // Values [offset, offset + n) of row r, where offset and n cover whole groups. f32:
   // a pointer into the cache (buf unused); otherwise decoded into buf[0, n).
   const float* read(int64_t r, int offset, int n, float* buf) const;
+  // The same values as row j of a tile: in place for f32, and for q8 when they are one
+  // group (a KV head row; throws std::logic_error otherwise); decoded for bf16.
+  void to_tile(int64_t r, int offset, int n, KvTile& t, int j) const;
   // Bytes of one row as allocated (values and scales), and of the whole store.
   double bytes_per_row() const;
   size_t bytes() const { return values_.size() + scales_.size() * sizeof(kernels::F16); }
@@ -88,6 +107,9 @@ struct KvCache {
   // decoded into buf.
   const float* key(int64_t pos, int g, float* buf) const { return k_.read(slot(pos), g * head_dim, head_dim, buf); }
   const float* value(int64_t pos, int g, float* buf) const { return v_.read(slot(pos), g * head_dim, head_dim, buf); }
+  // The same as row j of a tile (KvTile).
+  void key_to_tile(int64_t pos, int g, KvTile& t, int j) const { k_.to_tile(slot(pos), g * head_dim, head_dim, t, j); }
+  void value_to_tile(int64_t pos, int g, KvTile& t, int j) const { v_.to_tile(slot(pos), g * head_dim, head_dim, t, j); }
   // Bytes of one token's key and value as allocated, and of the whole cache.
   double bytes_per_token() const { return k_.bytes_per_row() + v_.bytes_per_row(); }
   size_t bytes() const { return k_.bytes() + v_.bytes(); }

@@ -2,7 +2,7 @@
 //   s_j = q^ . k^_j / sqrt(d_h),   w_j = max(s_j, 0)^2,   o = sum_j w_j v_j / (c + sum_j w_j)
 // No position encoding. The work is split into items of (KV head, chunk of kChunkKeys keys)
 // run across the pool; an item scores its keys for all query heads of the group, each K row
-// decoded once, and reads a V row only when some head of the group weights its key (V-skip
+// read once (as stored: int8 in a q8 cache), and reads a V row only when some head of the group weights its key (V-skip
 // per KV group): every head's weight of it is 0 otherwise, so the row cannot change any
 // output. Its partial sums are added per head in chunk order. The pre-ReLU scores are also
 // what the sparse layers that reuse this cache select by: per KV head, the maximum over its
@@ -15,43 +15,48 @@
 
 namespace wren {
 
-void relu2_weights(float* scores, int64_t n) {
-  for (int64_t j = 0; j < n; ++j) scores[j] = scores[j] > 0.0f ? scores[j] * scores[j] : 0.0f;
+void relu2_weights(float* scores, int64_t n) { kernels::relu2(scores, n, scores); }
+
+namespace {
+
+// sum_j w_j in double, four running sums so that the adds do not wait on each other.
+double sum_of(const float* w, int64_t n) {
+  double s[4] = {};
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4)
+    for (int u = 0; u < 4; ++u) s[u] += w[j + u];
+  for (; j < n; ++j) s[0] += w[j];
+  return (s[0] + s[1]) + (s[2] + s[3]);
 }
+
+}  // namespace
 
 void relu2_chunk(const GroupKeys& k, int64_t j0, int64_t j1, bool v_skip, ChunkScratch c) {
   const int dh = k.cache.head_dim;
-  score_keys(k, j0, j1, c.rows);
+  score_keys(k, j0, j1);
   for (int h = 0; h < k.heads; ++h) {
     float* w = k.p + h * k.n;
     relu2_weights(w + j0, j1 - j0);
-    double sum = 0;
-    for (int64_t j = j0; j < j1; ++j) sum += w[j];
-    c.sum[h] = sum;
+    c.sum[h] = sum_of(w + j0, j1 - j0);
   }
   std::fill(c.o, c.o + k.heads * dh, 0.0f);
-  // Runs of consecutive rows to read, kKeyBlock at most, go to one call with their weights
-  // where they lie in p (row `first + r` of the run is column first + r).
-  const float* value[kKeyBlock];
-  int64_t read = 0, first = j0;
-  int b = 0;
-  auto add_run = [&] {
-    if (b) kernels::add_weighted_rows(k.p + first, k.n, k.heads, value, b, dh, v_skip, c.o, dh);
-    b = 0;
-  };
-  for (int64_t j = j0; j < j1; ++j) {
-    bool needed = false;
-    for (int h = 0; h < k.heads; ++h) needed |= k.p[h * k.n + j] > 0.0f;
-    if (!needed && v_skip) {  // --no-vskip reads the row anyway, to measure the saving
-      add_run();
-      continue;
+  KvTile& tile = thread_tile();
+  int64_t read = 0;
+  for (int64_t b0 = j0; b0 < j1; b0 += KvTile::kRows) {
+    const int b = int(std::min<int64_t>(KvTile::kRows, j1 - b0));
+    bool needed[KvTile::kRows] = {};  // some head weights the key
+    for (int h = 0; h < k.heads; ++h)
+      for (int r = 0; r < b; ++r) needed[r] |= k.p[h * k.n + b0 + r] > 0.0f;
+    for (int r = 0; r < b; ++r) {
+      if (!needed[r] && v_skip) {  // --no-vskip reads the row anyway, to measure the saving
+        tile.skip(r);
+        continue;
+      }
+      ++read;
+      k.cache.value_to_tile(k.at(b0 + r), k.g, tile, r);
     }
-    ++read;
-    if (b == 0) first = j;
-    value[b] = k.cache.value(k.at(j), k.g, c.rows + b * dh);
-    if (++b == kKeyBlock) add_run();
+    kernels::weighted_sum_tile(k.p + b0, k.n, k.heads, tile.rows(), b, dh, c.o, dh);
   }
-  add_run();
   *c.reads = {read, (j1 - j0) - read, double((j1 - j0) - read) * k.cache.head_row_bytes()};
 }
 
@@ -89,6 +94,7 @@ void relu2_attention(const AttentionStep& a, const KvCache& cache, GroupScores s
   step_query(a);
   const int dh = m.head_dim, group = m.n_heads / m.n_kv_heads;
   const int64_t n = a.pos + 1, chunks = key_chunks(n);
+  if (scores.data) s.forget_selection();
   clear_group_scores(scores, m.n_kv_heads, n);
   kernels::run_items(a.pool, m.n_kv_heads * chunks, [&](int64_t i) {
     const int g = int(i / chunks);

@@ -35,12 +35,17 @@ void sparse_attention(const AttentionStep& a, const MixerSpec& owner, const KvCa
   const int dh = m.head_dim, kv_heads = owner.n_kv_heads, group = m.n_heads / kv_heads;
   const float scale = 1.0f / std::sqrt(float(dh));
   const int64_t n = a.pos + 1;
-  // Per KV head its selection (at most n keys) in s.selected[g n ..], then items of (KV head,
-  // chunk of its selection) as window_attention's, with one chunk count for all heads.
+  // Per KV head its selection (at most n keys) in s.selected[g n ..], made once per owner's
+  // scores (the last sparse layer's may be this one's), then items of (KV head, chunk of its
+  // selection) as window_attention's, with one chunk count for all heads.
   int64_t* counts = s.selected_count.data();
-  kernels::run_items(a.pool, kv_heads, [&](int64_t g) {
-    counts[g] = select_keys(owner_scores.data + g * owner_scores.stride, n, m.top_k, m.recent, s.selected.data() + g * n);
-  });
+  const AttentionScratch::Selection selection{owner_scores.data, a.pos, m.top_k, m.recent};
+  if (!(s.selection == selection)) {
+    kernels::run_items(a.pool, kv_heads, [&](int64_t g) {
+      counts[g] = select_keys(owner_scores.data + g * owner_scores.stride, n, m.top_k, m.recent, s.selected.data() + g * n);
+    });
+    s.selection = selection;
+  }
   int64_t longest = 0;
   for (int g = 0; g < kv_heads; ++g) longest = std::max(longest, counts[g]);
   const int64_t chunks = key_chunks(longest);

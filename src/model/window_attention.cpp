@@ -24,6 +24,7 @@ void window_attention(const AttentionStep& a, const KvCache& cache, GroupScores 
   const float scale = attention_scale(w, m);
   const float cap = float(m.softcap);  // Gemma 2: logit = cap tanh(logit / cap)
   const int64_t first = cache.first(), n = a.pos + 1 - first, chunks = key_chunks(n);
+  if (scores.data) s.forget_selection();
   clear_group_scores(scores, m.n_kv_heads, a.pos + 1);
   kernels::run_items(a.pool, m.n_kv_heads * chunks, [&](int64_t i) {
     const int g = int(i / chunks);

@@ -209,6 +209,7 @@ void Session::attention_block(int i, std::span<const BatchRow> rows, BatchScratc
   }
   const QueryBlock block{w, spec, cache, ab.q.data(), ab.q_width, ab.positions.data(), nq,
                          kept_scores.empty() ? nullptr : ab.kept.data(), ab.block, s0.pool_};
+  if (!kept_scores.empty()) s0.attn_.forget_selection();  // sparse_attention's selection is stale
   start_block(block);
   const int64_t cached = cache.count;  // the keys before the chunk's own
   attend_block_keys(block, 0, cached);
