@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
+#include "config/json_reader.h"
 #include "config/parse.h"
 #include "runtime/session_state.h"
 #include "test_util.h"
@@ -38,6 +40,32 @@ struct Fixture {
     state = save_session_state(saved);
   }
 };
+
+// A restored session that decodes another token at a position it has decoded before equals a
+// fresh session fed the same tokens: nothing a step keeps for later layers outlives the state
+// it was made from. Here: the selection of keys that the sparse layers reusing one owner share
+// (AttentionScratch::selection). Both sparse layers of embla-mini reuse layer 4's cache, and
+// the prompt is longer than top_k + recent, so the selection leaves keys out.
+TEST(SessionState, RestoredSessionDecodingAnotherTokenEqualsAFreshOne) {
+  std::ifstream in(std::filesystem::path(WREN_SOURCE_DIR) / "presets" / "embla-mini.json");
+  Json j = Json::parse(in);
+  j["layers"].back()["kv"]["reuse"] = 4;
+  const auto model = testing_util::random_model(parse_model_config(j, "embla-mini, sparse layers of one owner"), 5);
+  const ModelConfig& c = model->config;
+  ASSERT_EQ(c.cache_owner(7), c.cache_owner(5));
+  const int n = c.mixer(5).top_k + c.mixer(5).recent + 40;
+  const auto prompt = random_tokens(n, c.vocab_size, 2);
+  Session restored(model, {.context = n + 4}), fresh(model, {.context = n + 4});
+  std::vector<float> logits(size_t(restored.vocab_rows())), expected(logits.size());
+  restored.prefill(prompt, logits.data());
+  const auto state = save_session_state(restored);
+  restored.decode(7, logits.data());
+  restore_session_state(restored, state);
+  restored.decode(11, logits.data());
+  fresh.prefill(prompt, expected.data());
+  fresh.decode(11, expected.data());
+  for (size_t i = 0; i < logits.size(); ++i) ASSERT_EQ(logits[i], expected[i]) << i;
+}
 
 TEST(SessionState, HeaderNamesFormatModelContextAndPosition) {
   Fixture f;
