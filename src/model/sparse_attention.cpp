@@ -40,7 +40,7 @@ void sparse_attention(const AttentionStep& a, const MixerSpec& owner, const KvCa
   // selection) as window_attention's, with one chunk count for all heads.
   int64_t* counts = s.selected_count.data();
   const AttentionScratch::Selection selection{owner_scores.data, a.pos, m.top_k, m.recent};
-  if (!(s.selection == selection)) {
+  if (s.selection != selection) {
     kernels::run_items(a.pool, kv_heads, [&](int64_t g) {
       counts[g] = select_keys(owner_scores.data + g * owner_scores.stride, n, m.top_k, m.recent, s.selected.data() + g * n);
     });
