@@ -256,15 +256,15 @@ StoredRows stored_rows(int64_t n_rows, int64_t n, std::mt19937& rng, Skipped ski
 
 // Decode's tiles read the rows as the cache stores them: scores of a few query heads with f32
 // or int8 key rows (their scale and the logit scale applied), and value sums in which a null
-// row is never read. Against double loops, at sizes covering the 4 x 2 and 1 x 4 blocks, the
-// vector widths (up to 16 f32 lanes) and the scalar tails.
+// row is never read. Against double loops, at sizes covering the 4 x 4, 4 x 2 and 1 x 4 blocks,
+// the vector widths (up to 16 f32 lanes), the scalar tails and lists past one of 64 rows.
 TEST(KernelsVector, ScoresRowsAndWeightedSumsReadRowsAsStored) {
   std::mt19937 rng(16);
   for_each_target([&] {
     for (bool in_q8 : {false, true})
       for (int64_t dh : {1, 5, 64, 80, 129})
-        for (int64_t n_q : {1, 4, 7, 9})
-          for (int64_t n_rows : {1, 3, 8, 64}) {
+        for (int64_t n_q : {1, 4, 7, 9, 16})
+          for (int64_t n_rows : {1, 3, 6, 7, 8, 64, 67}) {
             SCOPED_TRACE(std::string(in_q8 ? "q8" : "f32") + " dh " + std::to_string(dh) + " queries " +
                          std::to_string(n_q) + " rows " + std::to_string(n_rows));
             const int64_t ldq = dh + 3, lds = n_rows + 2;
@@ -546,6 +546,34 @@ TEST(KernelsTopK, MatchesStableSortReference) {
       ASSERT_EQ(all, all_ref) << "n " << n;
     }
   });
+}
+
+// top_k_in_order is top_k's set in index order: against the stable sort reference, sorted by
+// index, on scores with many duplicates, NaN, both zeros and infinities, for k from 0 to n.
+TEST(KernelsTopK, InOrderIsTheTopKSetByIndex) {
+  std::mt19937 rng(22);
+  for (int64_t n : {1, 2, 9, 120, 1001, 16385}) {
+    for (bool spread : {false, true}) {
+      std::uniform_int_distribution<int> small(0, 20);
+      std::vector<float> x = spread ? randn(n, rng) : std::vector<float>(size_t(n));
+      if (!spread)
+        for (auto& v : x) v = float(small(rng)) - 10;
+      const float special[] = {NAN, -0.0f, 0.0f, INFINITY, -INFINITY, -NAN};
+      for (int64_t i = 0; i < n; i += 7) x[size_t(i)] = special[size_t(i / 7) % 6];
+      for (int64_t k : {int64_t(0), int64_t(1), int64_t(3), n / 2, n - 1, n}) {
+        if (k < 0 || k > n) continue;
+        std::vector<int32_t> got(static_cast<size_t>(n), -1), want(static_cast<size_t>(k));
+        top_k_in_order(x.data(), n, int(k), got.data());
+        ref::top_k(x.data(), n, int(k), want.data());
+        std::sort(want.begin(), want.end());
+        ASSERT_EQ(std::vector<int32_t>(got.begin(), got.begin() + k), want)
+            << "n " << n << " k " << k << (spread ? " spread" : " duplicates");
+      }
+    }
+  }
+  std::vector<int32_t> idx(3);
+  const std::vector<float> three(3);
+  EXPECT_THROW(top_k_in_order(three.data(), 3, 4, idx.data()), KernelError);
 }
 
 TEST(KernelsThreadPool, CoversEveryIndexOnceInAlignedChunks) {

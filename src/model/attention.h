@@ -277,7 +277,8 @@ void relu2_group(const KvCache& cache, int g, const float* q, int heads, int64_t
                  float* o);
 
 // Sparse selection: the top_k keys by score, union the `recent` most recent of n keys; all
-// n when n <= top_k + recent. Writes ascending positions to `out`, returns their count.
+// n when n <= top_k + recent. Writes ascending positions to `out` ([n]: the top_k are
+// found in it), returns their count.
 int64_t select_keys(const float* scores, int64_t n, int top_k, int recent, int32_t* out);
 // A sparse layer: per KV head g of the layer that owns the cache (`owner`), select keys by
 // the owner's scores for g, then its own softmax(q^ . k^ / sqrt(d_h)) over the selection of

@@ -80,6 +80,7 @@ void KvRows::to_tile(int64_t r, int offset, int n, KvTile& t, int j) const {
         throw std::logic_error("KV tile: " + std::to_string(n) + " values at " + std::to_string(offset) +
                                " are not one q8 group of " + std::to_string(group_));
       t.q8[j] = reinterpret_cast<const int8_t*>(values_.data()) + at;
+      for (int b = 0; b < n; b += 64) __builtin_prefetch(t.q8[j] + b);
       t.scale[j] = kernels::f16_to_f32(scales_[at / size_t(group_)]);
       break;
   }

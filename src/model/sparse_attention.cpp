@@ -16,13 +16,12 @@ int64_t select_keys(const float* scores, int64_t n, int top_k, int recent, int32
     for (int64_t j = 0; j < n; ++j) out[j] = int32_t(j);
     return n;
   }
-  kernels::top_k(scores, n, top_k, out);
-  // The union: the top keys older than the recent window, then the whole window.
+  kernels::top_k_in_order(scores, n, top_k, out);
+  // The union, in position order: the top keys older than the recent window, then the whole
+  // window.
   const int64_t first_recent = n - recent;
   int64_t count = 0;
-  for (int i = 0; i < top_k; ++i)
-    if (out[i] < first_recent) out[count++] = out[i];
-  std::sort(out, out + count);
+  for (int i = 0; i < top_k && out[i] < first_recent; ++i) ++count;
   for (int64_t j = first_recent; j < n; ++j) out[count++] = int32_t(j);
   return count;
 }
