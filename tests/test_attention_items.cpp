@@ -128,5 +128,53 @@ TEST(AttentionItems, TwoThreadsGiveTheBitsOfOne) {
   EXPECT_GT(runs[1].s.v_reads.skipped, 0);
 }
 
+// At depth an item takes every KV head's keys of its chunk (kWholeRowChunks): the step's
+// output before the projection (s.o) and the kept scores against the ReLU^2 sums in double
+// over the cache, from the step's own normalised query, at a length past that many chunks.
+TEST(AttentionItems, Relu2AtDepthIsThePlainSum) {
+  ModelConfig c = load_preset("embla-mini");
+  auto model = testing_util::random_model(c, 9);
+  const int full = 1;
+  const MixerSpec& m = c.mixer(full);
+  ASSERT_EQ(m.kind, MixerKind::relu2_attention);
+  const int64_t T = kWholeRowChunks * kChunkKeys + 37;
+  const int d = c.d_model, dh = m.head_dim, group = m.n_heads / m.n_kv_heads;
+  const AttentionWeights& w = model->layers[size_t(full)].attn;
+  kernels::ThreadPool pool(2);
+  KvCache cache;
+  cache.init(m.n_kv_heads, dh, T, false);
+  AttentionScratch s;
+  s.reserve(c, T);
+  std::vector<float> kept(static_cast<size_t>(m.n_kv_heads * T)), out(static_cast<size_t>(d));
+  const std::vector<float> xs = normal(size_t(T * d), 1.0f, 10);
+  for (int64_t t = 0; t < T; ++t) append_kv({w, m, c, xs.data() + t * d, t, s, &pool}, cache);
+  relu2_attention({w, m, c, xs.data() + (T - 1) * d, T - 1, s, &pool}, cache, {kept.data(), T}, out.data());
+  const double scale = attention_scale(w, m);
+  std::vector<float> buf(static_cast<size_t>(dh));
+  for (int g = 0; g < m.n_kv_heads; ++g) {
+    std::vector<double> top(static_cast<size_t>(T), -INFINITY);
+    for (int h = g * group; h < (g + 1) * group; ++h) {
+      std::vector<double> o(static_cast<size_t>(dh), 0.0);
+      double sum = 0, size = 0;
+      for (int64_t j = 0; j < T; ++j) {
+        const float* k = cache.key(j, g, buf.data());
+        double logit = 0;
+        for (int i = 0; i < dh; ++i) logit += double(s.q[size_t(h * dh + i)]) * k[i];
+        logit *= scale;
+        top[size_t(j)] = std::max(top[size_t(j)], logit);
+        const double weight = logit > 0 ? logit * logit : 0.0;
+        const float* v = cache.value(j, g, buf.data());
+        for (int i = 0; i < dh; ++i) o[size_t(i)] += weight * v[i], size += std::fabs(weight * v[i]);
+        sum += weight;
+      }
+      for (int i = 0; i < dh; ++i)
+        ASSERT_NEAR(s.o[size_t(h * dh + i)], o[size_t(i)] / (m.relu2_c + sum), 1e-5 * size / (m.relu2_c + sum))
+            << "head " << h << " column " << i;
+    }
+    for (int64_t j = 0; j < T; ++j)
+      ASSERT_NEAR(kept[size_t(g * T + j)], top[size_t(j)], 1e-4 * (1 + std::fabs(top[size_t(j)]))) << "group " << g << " key " << j;
+  }
+}
+
 }  // namespace
 }  // namespace wren

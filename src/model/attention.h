@@ -36,6 +36,9 @@ struct VReads {
 // this many, a fixed size, so the items' bounds, and the results' bits, never depend on the
 // number of threads; each chunk's partial output is combined in chunk order.
 constexpr int64_t kChunkKeys = 256;
+// From this many chunks on, full attention's items take every KV head of a chunk
+// (relu2_attention.cpp).
+constexpr int64_t kWholeRowChunks = 8;
 inline int64_t key_chunks(int64_t n) { return (n + kChunkKeys - 1) / kChunkKeys; }
 
 // One work item's scratch: its decoded cache rows, and its partial results per query head of

@@ -96,12 +96,18 @@ void relu2_attention(const AttentionStep& a, const KvCache& cache, GroupScores s
   const int64_t n = a.pos + 1, chunks = key_chunks(n);
   if (scores.data) s.forget_selection();
   clear_group_scores(scores, m.n_kv_heads, n);
-  kernels::run_items(a.pool, m.n_kv_heads * chunks, [&](int64_t i) {
-    const int g = int(i / chunks);
-    const GroupKeys k{.cache = cache, .g = g, .q = s.q.data() + int64_t(g) * group * dh, .heads = group, .n = n,
-                      .p = s.scores.data() + int64_t(g) * group * n, .scale = attention_scale(a.w, m), .kept = scores};
+  // Items of a chunk of keys. Past kWholeRowChunks chunks an item takes every KV head's keys
+  // of its chunk: the heads' rows lie side by side in the cache ([pos][kv head][head_dim]), so
+  // a thread reads one sequential stream instead of every other part of one. Before that, one
+  // head per item, so that short contexts still give every thread work.
+  const int heads_per_item = chunks >= kWholeRowChunks ? m.n_kv_heads : 1;
+  kernels::run_items(a.pool, m.n_kv_heads / heads_per_item * chunks, [&](int64_t i) {
     const int64_t j0 = i % chunks * kChunkKeys;
-    relu2_chunk(k, j0, std::min(n, j0 + kChunkKeys), s.v_skip, s.chunk(i));
+    for (int g = int(i / chunks) * heads_per_item, g1 = g + heads_per_item; g < g1; ++g) {
+      const GroupKeys k{.cache = cache, .g = g, .q = s.q.data() + int64_t(g) * group * dh, .heads = group, .n = n,
+                        .p = s.scores.data() + int64_t(g) * group * n, .scale = attention_scale(a.w, m), .kept = scores};
+      relu2_chunk(k, j0, std::min(n, j0 + kChunkKeys), s.v_skip, s.chunk(g * chunks + i % chunks));
+    }
   });
   for (int g = 0; g < m.n_kv_heads; ++g) {
     combine_relu2(s, g * chunks, chunks, group, dh, float(m.relu2_c), s.o.data() + int64_t(g) * group * dh);
