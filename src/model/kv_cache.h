@@ -66,9 +66,10 @@ class KvRows {
   // Values [offset, offset + n) of row r, where offset and n cover whole groups. f32:
   // a pointer into the cache (buf unused); otherwise decoded into buf[0, n).
   const float* read(int64_t r, int offset, int n, float* buf) const;
-  // The same values as row j of a tile: in place for f32, and for q8 when they are one
-  // group (a KV head row; throws std::logic_error otherwise); decoded for bf16.
-  void to_tile(int64_t r, int offset, int n, KvTile& t, int j) const;
+  // Head `head`'s values [head n, (head + 1) n) of row r as row j of a tile: in place for f32,
+  // and for q8 when they are one group (a KV head row; throws std::logic_error otherwise),
+  // their cache lines requested; decoded for bf16.
+  void to_tile(int64_t r, int head, int n, KvTile& t, int j) const;
   // Bytes of one row as allocated (values and scales), and of the whole store.
   double bytes_per_row() const;
   size_t bytes() const { return values_.size() + scales_.size() * sizeof(kernels::F16); }
@@ -78,7 +79,7 @@ class KvRows {
 
  private:
   KvType type_ = KvType::f32;
-  int width_ = 0, group_ = 0;
+  int width_ = 0, group_ = 0, groups_per_row_ = 0;
   int64_t rows_ = 0;
   std::vector<uint8_t> values_;          // [rows][width] in type_
   std::vector<kernels::F16> scales_;     // q8: [rows][width / group]
@@ -108,8 +109,8 @@ struct KvCache {
   const float* key(int64_t pos, int g, float* buf) const { return k_.read(slot(pos), g * head_dim, head_dim, buf); }
   const float* value(int64_t pos, int g, float* buf) const { return v_.read(slot(pos), g * head_dim, head_dim, buf); }
   // The same as row j of a tile (KvTile).
-  void key_to_tile(int64_t pos, int g, KvTile& t, int j) const { k_.to_tile(slot(pos), g * head_dim, head_dim, t, j); }
-  void value_to_tile(int64_t pos, int g, KvTile& t, int j) const { v_.to_tile(slot(pos), g * head_dim, head_dim, t, j); }
+  void key_to_tile(int64_t pos, int g, KvTile& t, int j) const { k_.to_tile(slot(pos), g, head_dim, t, j); }
+  void value_to_tile(int64_t pos, int g, KvTile& t, int j) const { v_.to_tile(slot(pos), g, head_dim, t, j); }
   // Bytes of one token's key and value as allocated, and of the whole cache.
   double bytes_per_token() const { return k_.bytes_per_row() + v_.bytes_per_row(); }
   size_t bytes() const { return k_.bytes() + v_.bytes(); }
