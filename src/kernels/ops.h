@@ -146,8 +146,8 @@ struct CacheRows {
 // time, so each K or V vector loaded (and widened from int8) serves four:
 //   scores_tile:       s[v lds + j] = q[v ldq : +dh] . k_j, K transposed: kt[i ldk + j] = k_j[i]
 //                      (v < n_q, j < n_keys): prefill's block of query vectors
-//   scores_rows:       s[v lds + j] = scale (q[v ldq : +dh] . k_j), the rows as stored, two
-//                      rows per block: decode's few query heads of one KV group
+//   scores_rows:       s[v lds + j] = scale (q[v ldq : +dh] . k_j), the rows as stored, four
+//                      rows per block (two on AVX2 / SSE): decode's query heads of one KV group
 //   weighted_sum_tile: o[v ldo : +n] += sum_j p[v ldp + j] rows[j], j in order; a null
 //                      rows[j] is skipped (never read: ReLU^2's V-skip)
 void scores_tile(const float* q, int64_t ldq, int64_t n_q, const float* kt, int64_t ldk, int64_t n_keys, int64_t dh,
