@@ -41,9 +41,9 @@ constexpr int64_t kChunkKeys = 256;
 constexpr int64_t kWholeRowChunks = 8;
 inline int64_t key_chunks(int64_t n) { return (n + kChunkKeys - 1) / kChunkKeys; }
 
-// One work item's scratch: its decoded cache rows, and its partial results per query head of
-// the group: the partial output o_c[h] (un-normalised), the sum of its weights, and for a
-// softmax the largest logit its exponentials were taken against.
+// One work item's scratch (the rows it reads come through the thread's KvTile): its partial
+// results per query head of the group: the partial output o_c[h] (un-normalised), the sum of
+// its weights, and for a softmax the largest logit its exponentials were taken against.
 struct ChunkScratch {
   float* o;       // [group][head_dim]
   double* sum;    // [group]

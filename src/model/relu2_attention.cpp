@@ -1,10 +1,10 @@
 // Sevren Sparse Attention (seed 000; NOTES.md 1). With q^ = RMSNorm(q), k^ = RMSNorm(k):
 //   s_j = q^ . k^_j / sqrt(d_h),   w_j = max(s_j, 0)^2,   o = sum_j w_j v_j / (c + sum_j w_j)
-// No position encoding. The work is split into items of (KV head, chunk of kChunkKeys keys)
-// run across the pool; an item scores its keys for all query heads of the group, each K row
-// read once (as stored: int8 in a q8 cache), and reads a V row only when some head of the group weights its key (V-skip
-// per KV group): every head's weight of it is 0 otherwise, so the row cannot change any
-// output. Its partial sums are added per head in chunk order. The pre-ReLU scores are also
+// No position encoding. The work is split into items of chunks of kChunkKeys keys (of one KV
+// head, or of every KV head at depth) run across the pool; a (head, chunk) scores its keys for
+// all query heads of the group, each K row read once as stored (int8 in a q8 cache), and
+// reads a V row only when some head of the group weights its key (V-skip per KV group):
+// every head's weight of it is 0 otherwise, so the row cannot change any output. Its partial sums are added per head in chunk order. The pre-ReLU scores are also
 // what the sparse layers that reuse this cache select by: per KV head, the maximum over its
 // query heads.
 #include <algorithm>
