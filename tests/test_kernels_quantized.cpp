@@ -8,6 +8,7 @@
 // (groups + 16) f32 ulps of A = sum_i |s_w s_x q_w q_x| (16 covers the lane reduction).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -271,6 +272,75 @@ TEST(KernelsQuantizedDot, QuantisationErrorIsBoundedByHalfAStep) {
       // data lands far inside it, and a kernel that ignored x's scales would not.
       EXPECT_LT(worst, 0.5);
     }
+}
+
+// Attention scores of int8 query heads against int8 cache rows, on every path: the int32
+// sums are exact, so each score is (scale s_v) s_j isum rounded three times in f32 (4 ulps
+// of it allowed); a path that dropped VNNI's 128 sum q offset, a column or a row is off by
+// far more. Sizes cover the 4 x 4 / 4 x 2 / 1 x 4 blocks and their remainders, head sizes
+// that are not a multiple of the 16- or 32-byte step (the tail columns), and keys that
+// include -128 (which a restored cache may hold). Each row is its own allocation of dh bytes,
+// so a read past it is one the sanitiser build reports.
+TEST(KernelsQuantizedDot, ScoresOfInt8HeadsAreTheIntegerSums) {
+  std::mt19937 rng(37);
+  std::uniform_int_distribution<int> byte(-128, 127);
+  for_each_int8_path([&] {
+    for (int64_t dh : {8, 16, 40, 64, 80, 128, 136})
+      for (int64_t n_q : {1, 3, 4, 5, 8})
+        for (int64_t n_rows : {1, 2, 3, 4, 5, 7, 67}) {
+          SCOPED_TRACE("dh " + std::to_string(dh) + " heads " + std::to_string(n_q) + " rows " + std::to_string(n_rows));
+          const auto x = randn(n_q * dh, rng);
+          std::vector<int8_t> q(static_cast<size_t>(n_q * dh));
+          std::vector<float> q_scale(static_cast<size_t>(n_q));
+          std::vector<int32_t> q_sum(static_cast<size_t>(n_q));
+          quantize_heads(x.data(), n_q, dh, q.data(), q_scale.data(), q_sum.data());
+          std::vector<std::vector<int8_t>> rows(static_cast<size_t>(n_rows), std::vector<int8_t>(static_cast<size_t>(dh)));
+          std::vector<const int8_t*> k;
+          std::vector<float> k_scale;
+          for (auto& row : rows) {
+            for (auto& b : row) b = int8_t(byte(rng));
+            k.push_back(row.data());
+            k_scale.push_back(std::uniform_real_distribution<float>(0.001f, 0.1f)(rng));
+          }
+          const int64_t lds = n_rows + 3;
+          const float scale = 0.0883883f;
+          std::vector<float> s(size_t(n_q * lds), NAN);
+          scores_rows_int8({q.data(), dh, q_scale.data(), q_sum.data()}, n_q, k.data(), k_scale.data(), n_rows, dh,
+                           scale, s.data(), lds);
+          for (int64_t v = 0; v < n_q; ++v)
+            for (int64_t j = 0; j < n_rows; ++j) {
+              int64_t isum = 0;
+              for (int64_t i = 0; i < dh; ++i) isum += int64_t(q[size_t(v * dh + i)]) * rows[size_t(j)][size_t(i)];
+              const double exact = double(scale) * q_scale[size_t(v)] * k_scale[size_t(j)] * double(isum);
+              ASSERT_NEAR(s[size_t(v * lds + j)], exact, 4 * 0x1p-24 * std::fabs(exact)) << v << " " << j;
+            }
+        }
+  });
+}
+
+// Each head gets its own scale: the definition of quantize_activation with one group per head.
+TEST(KernelsQuantizedDot, QuantizeHeadsScalesEachHead) {
+  std::mt19937 rng(38);
+  const int64_t n_q = 5, dh = 40;
+  auto x = randn(n_q * dh, rng);
+  for (int64_t i = 0; i < dh; ++i) x[size_t(2 * dh + i)] *= 100.0f;  // one loud head
+  std::fill(x.begin() + 3 * dh, x.begin() + 4 * dh, 0.0f);           // one silent head
+  std::vector<int8_t> q(static_cast<size_t>(n_q * dh));
+  std::vector<float> scale(static_cast<size_t>(n_q));
+  std::vector<int32_t> sum(static_cast<size_t>(n_q));
+  quantize_heads(x.data(), n_q, dh, q.data(), scale.data(), sum.data());
+  for (int64_t v = 0; v < n_q; ++v) {
+    float top = 0;
+    int32_t total = 0;
+    for (int64_t i = 0; i < dh; ++i) top = std::max(top, std::fabs(x[size_t(v * dh + i)]));
+    EXPECT_EQ(scale[size_t(v)], top / 127.0f) << v;
+    for (int64_t i = 0; i < dh; ++i) {
+      const float want = top > 0 ? std::nearbyint(x[size_t(v * dh + i)] / (top / 127.0f)) : 0.0f;
+      EXPECT_EQ(q[size_t(v * dh + i)], int8_t(want)) << v << " " << i;
+      total += q[size_t(v * dh + i)];
+    }
+    EXPECT_EQ(sum[size_t(v)], total) << v;
+  }
 }
 
 // The automatic choice is the best path this CPU supports. The list is printed so that

@@ -331,18 +331,26 @@ void WeightedSumOf(const float* p, int64_t ldp, int64_t n_q, const T* const* row
                    int64_t n_rows, int64_t n_cols, float* o, int64_t ldo) {
   constexpr int64_t kList = 64;
   const int64_t N = int64_t(hn::Lanes(DF()));
+  const DF d;
+  const hn::RebindToSigned<DF> di;
   const T* kept[kList];
-  int64_t at[kList];
+  int32_t at[kList];
   float f[kList], w[4 * kList];
   for (int64_t j0 = 0; j0 < n_rows; j0 += kList) {
     int64_t m = 0;
     for (int64_t j = j0; j < std::min(n_rows, j0 + kList); ++j)
-      if (rows[j]) kept[m] = rows[j], at[m] = j, f[m] = row_scale ? row_scale[j] : 1.0f, ++m;
+      if (rows[j]) kept[m] = rows[j], at[m] = int32_t(j), f[m] = row_scale ? row_scale[j] : 1.0f, ++m;
     if (m == 0) continue;
     const Rows list{kept};
-    const auto weights = [&](int64_t v, int heads) {
-      for (int h = 0; h < heads; ++h)
-        for (int64_t k = 0; k < m; ++k) w[h * kList + k] = p[(v + h) * ldp + at[k]] * f[k];
+    const auto weights = [&](int64_t v, int heads) {  // the listed rows' weights, gathered
+      for (int h = 0; h < heads; ++h) {
+        const float* ph = p + (v + h) * ldp;
+        float* wh = w + h * kList;
+        int64_t k = 0;
+        for (; k + N <= m; k += N)
+          hn::StoreU(hn::Mul(hn::GatherIndex(d, ph, hn::LoadU(di, at + k)), hn::LoadU(d, f + k)), d, wh + k);
+        for (; k < m; ++k) wh[k] = ph[at[k]] * f[k];
+      }
     };
     const auto scalar = [&](const float* wv, float* ov, int64_t c) {
       float a = ov[c];

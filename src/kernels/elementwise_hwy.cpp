@@ -105,6 +105,23 @@ void Relu2(const float* x, int64_t n, float* out) {
   });
 }
 
+// out[j] = max(out[j], x[r ldx + j]) over r, as std::max(out[j], x): a NaN x is passed over.
+void MaxRows(const float* x, int64_t ldx, int64_t rows, int64_t n, float* out) {
+  const DF d;
+  const int64_t N = int64_t(hn::Lanes(d));
+  int64_t j = 0;
+  for (; j + N <= n; j += N) {
+    VF m = hn::LoadU(d, out + j);
+    for (int64_t r = 0; r < rows; ++r) {
+      const VF v = hn::LoadU(d, x + r * ldx + j);
+      m = hn::IfThenElse(hn::Lt(m, v), v, m);
+    }
+    hn::StoreU(m, d, out + j);
+  }
+  for (; j < n; ++j)
+    for (int64_t r = 0; r < rows; ++r) out[j] = std::max(out[j], x[r * ldx + j]);
+}
+
 void Softmax(float* x, int64_t n) {
   const DF d;
   const int64_t N = int64_t(hn::Lanes(d));
@@ -203,6 +220,7 @@ HWY_EXPORT(SigmoidRow);
 HWY_EXPORT(Silu);
 HWY_EXPORT(Softplus);
 HWY_EXPORT(Relu2);
+HWY_EXPORT(MaxRows);
 HWY_EXPORT(Rope);
 HWY_EXPORT(TopK);
 
@@ -221,6 +239,9 @@ void sigmoid(const float* x, int64_t n, float* out) { HWY_DYNAMIC_DISPATCH(Sigmo
 void silu(const float* x, int64_t n, float* out) { HWY_DYNAMIC_DISPATCH(Silu)(x, n, out); }
 void softplus(const float* x, int64_t n, float* out) { HWY_DYNAMIC_DISPATCH(Softplus)(x, n, out); }
 void relu2(const float* x, int64_t n, float* out) { HWY_DYNAMIC_DISPATCH(Relu2)(x, n, out); }
+void max_rows(const float* x, int64_t ldx, int64_t rows, int64_t n, float* out) {
+  HWY_DYNAMIC_DISPATCH(MaxRows)(x, ldx, rows, n, out);
+}
 
 std::vector<float> rope_inv_freq(int rotary_dim, double theta, const RopeScaling& sc) {
   if (rotary_dim <= 0 || rotary_dim % 2 != 0)

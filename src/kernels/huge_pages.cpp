@@ -2,6 +2,7 @@
 // 2 MiB boundary, madvise(MADV_HUGEPAGE).
 #include "kernels/huge_pages.h"
 
+#include <cstring>
 #include <new>
 
 #if defined(__linux__)
@@ -35,6 +36,8 @@ HugeBuffer huge_alloc(size_t bytes) {
 void HugeFree::operator()(uint8_t* p) const {
   if (p) ::munmap(p, bytes);
 }
+
+HugeBuffer huge_alloc_zeroed(size_t bytes) { return huge_alloc(bytes); }  // anonymous pages start as zeros
 #else
 HugeBuffer huge_alloc(size_t bytes) {
   const size_t size = round_up(bytes ? bytes : 1, kHuge);
@@ -44,6 +47,12 @@ HugeBuffer huge_alloc(size_t bytes) {
 }
 
 void HugeFree::operator()(uint8_t* p) const { std::free(p); }
+
+HugeBuffer huge_alloc_zeroed(size_t bytes) {
+  HugeBuffer b = huge_alloc(bytes);
+  std::memset(b.get(), 0, b.get_deleter().bytes);
+  return b;
+}
 #endif
 
 uint8_t* HugeArena::allocate(size_t bytes) {

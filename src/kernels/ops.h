@@ -157,6 +157,24 @@ void scores_rows(const float* q, int64_t ldq, int64_t n_q, const CacheRows& k, i
 void weighted_sum_tile(const float* p, int64_t ldp, int64_t n_q, const CacheRows& rows, int64_t n_rows, int64_t n,
                        float* o, int64_t ldo);
 
+// Query heads in int8, for scores against q8 cache rows by integer dot products: head v is
+// q_v = scale[v] q[v ldq : +dh] (s = max|q_v| / 127, round half to even, as
+// quantize_activation with one group per head), sum[v] = sum_i q[v ldq + i] (the VNNI
+// paths' offset). at(v) views the heads from v on (none of none).
+struct Int8Heads {
+  const int8_t* q = nullptr;
+  int64_t ldq = 0;
+  const float* scale = nullptr;
+  const int32_t* sum = nullptr;
+  Int8Heads at(int64_t v) const { return q ? Int8Heads{q + v * ldq, ldq, scale + v, sum + v} : Int8Heads{}; }
+};
+// The n_q heads of x[v dh : +dh] into q[v dh ..], scale[v], sum[v] (an Int8Heads of ldq dh).
+void quantize_heads(const float* x, int64_t n_q, int64_t dh, int8_t* q, float* scale, int32_t* sum);
+//   scores_rows_int8: s[v lds + j] = scale q.scale[v] k_scale[j] (q_v . k_j) over int8 rows
+//                     k_j, the int32 sum exact; on the active integer path (set_int8_path).
+void scores_rows_int8(const Int8Heads& q, int64_t n_q, const int8_t* const* k, const float* k_scale,
+                      int64_t n_rows, int64_t dh, float scale, float* s, int64_t lds);
+
 // out = x / sqrt(mean(x^2) + eps) * g, with g = gain, (1 + gain) if unit_offset, or 1 if
 // gain is null. In place allowed.
 void rmsnorm(const float* x, const float* gain, int64_t n, float eps, bool unit_offset,
@@ -174,6 +192,9 @@ inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 void silu(const float* x, int64_t n, float* out);      // x sigmoid(x)
 void softplus(const float* x, int64_t n, float* out);  // log(1 + e^x) = max(x,0) + log1p(e^-|x|)
 void relu2(const float* x, int64_t n, float* out);     // max(x, 0)^2
+// out[j] = max(out[j], x[r ldx + j]) over rows r, j < n, each step as std::max(out[j], x): a
+// NaN x leaves out[j] as it was. The largest score of a key over a group's heads.
+void max_rows(const float* x, int64_t ldx, int64_t rows, int64_t n, float* out);
 
 // ---- Rotary position embedding ----------------------------------------------------
 

@@ -117,6 +117,18 @@ void q4_gemm_scalar(const MatrixView& w, const QuantizedActivation* xq, int64_t 
   for (int64_t t = 0; t < n_tokens; ++t) q4_rows_scalar(w, xq[t], r0, r1, y + t * ldy);
 }
 
+void q8_scores_scalar(const ScoresArgs& a) {
+  for (int64_t v = 0; v < a.n_q; ++v) {
+    const int8_t* q = a.q.q + v * a.q.ldq;
+    const float factor = a.scale * a.q.scale[v];
+    for (int64_t j = 0; j < a.n_rows; ++j) {
+      int32_t isum = 0;
+      for (int64_t i = 0; i < a.dh; ++i) isum += int32_t(q[i]) * a.k[j][i];
+      a.s[v * a.lds + j] = factor * a.k_scale[j] * float(isum);
+    }
+  }
+}
+
 #if !defined(__x86_64__) && !defined(__aarch64__)
 PathList arch_paths() { return {nullptr, 0}; }  // no SIMD path for this CPU: scalar only
 #endif
@@ -124,7 +136,8 @@ PathList arch_paths() { return {nullptr, 0}; }  // no SIMD path for this CPU: sc
 namespace {
 
 bool always() { return true; }
-constexpr Path kScalar{"scalar", always, q8_rows_scalar, q4_rows_scalar, q8_gemm_scalar, q4_gemm_scalar};
+constexpr Path kScalar{"scalar", always, q8_rows_scalar, q4_rows_scalar, q8_gemm_scalar, q4_gemm_scalar,
+                       q8_scores_scalar};
 
 // The best supported path, or the one set_int8_path forced.
 const Path* best_path() {
@@ -175,6 +188,18 @@ void dot_rows(const MatrixView& w, const QuantizedActivation& xq, int64_t r0, in
 }
 
 }  // namespace quantized
+
+void quantize_heads(const float* x, int64_t n_q, int64_t dh, int8_t* q, float* scale, int32_t* sum) {
+  if (n_q <= 0) return;
+  if (dh <= 0 || dh > int64_t(1) << 30)
+    throw KernelError("quantize_heads: head size " + std::to_string(dh) + " must be in [1, 2^30]");
+  quantized::quantize_activation_groups(x, n_q * dh, int(dh), q, scale, sum);
+}
+
+void scores_rows_int8(const Int8Heads& q, int64_t n_q, const int8_t* const* k, const float* k_scale,
+                      int64_t n_rows, int64_t dh, float scale, float* s, int64_t lds) {
+  quantized::active().q8_scores({q, n_q, k, k_scale, n_rows, dh, scale, s, lds});
+}
 
 const char* active_int8_path() { return quantized::active().name; }
 

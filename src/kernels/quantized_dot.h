@@ -27,11 +27,27 @@ using RowsFn = void (*)(const MatrixView& w, const QuantizedActivation& xq, int6
 using GemmFn = void (*)(const MatrixView& w, const QuantizedActivation* xq, int64_t n_tokens,
                         int64_t r0, int64_t r1, float* y, int64_t ldy);
 
+// Attention scores of int8 query heads against int8 cache rows (ops.h scores_rows_int8):
+// s[v lds + j] = (scale q.scale[v]) k_scale[j] isum_vj, isum_vj = sum_i q_v[i] k_j[i] in
+// int32 (exact), v < n_q, j < n_rows, every path multiplying the factors in this order.
+struct ScoresArgs {
+  Int8Heads q;
+  int64_t n_q;
+  const int8_t* const* k;
+  const float* k_scale;
+  int64_t n_rows, dh;
+  float scale;
+  float* s;
+  int64_t lds;
+};
+using ScoresFn = void (*)(const ScoresArgs& a);
+
 struct Path {
   const char* name;
   bool (*supported)();  // can this CPU run it?
   RowsFn q8, q4;
   GemmFn q8_gemm, q4_gemm;
+  ScoresFn q8_scores;
 };
 
 // The plain path: any group size, one row at a time, int32 per group. Also the fallback of
@@ -45,6 +61,9 @@ void q8_gemm_scalar(const MatrixView& w, const QuantizedActivation* xq, int64_t 
                     int64_t r1, float* y, int64_t ldy);
 void q4_gemm_scalar(const MatrixView& w, const QuantizedActivation* xq, int64_t n_tokens, int64_t r0,
                     int64_t r1, float* y, int64_t ldy);
+
+// The plain scores: each (head, row) dot one product at a time.
+void q8_scores_scalar(const ScoresArgs& a);
 
 // The blocking of a batched product (GemmFn): rows [r0, r1) in blocks of R (then one at a
 // time); within a block the tokens in tiles of C (then one at a time), so the block's rows
@@ -61,6 +80,40 @@ void gemm_blocks(int64_t n_tokens, int64_t r0, int64_t r1, float* y, int64_t ldy
   }
   for (; r < r1; ++r)
     for (int64_t t = 0; t < n_tokens; ++t) tile.template operator()<1, 1>(r, t, y + t * ldy + (r - r0));
+}
+
+// The end of a block of the scores (ScoresFn) for paths that reduce to int32 in memory:
+// isum[h R + r] holds the sum over the first `cols` columns of head v + h with row j + r;
+// the columns [cols, dh) are added here and the sums scaled into s.
+template <int H, int R>
+void finish_scores(const ScoresArgs& a, int64_t cols, int64_t v, int64_t j, const int32_t* isum) {
+  for (int h = 0; h < H; ++h) {
+    const int8_t* q = a.q.q + (v + h) * a.q.ldq;
+    const float factor = a.scale * a.q.scale[v + h];
+    for (int r = 0; r < R; ++r) {
+      int32_t sum = isum[h * R + r];
+      for (int64_t i = cols; i < a.dh; ++i) sum += int32_t(q[i]) * a.k[j + r][i];
+      a.s[(v + h) * a.lds + j + r] = factor * a.k_scale[j + r] * float(sum);
+    }
+  }
+}
+
+// The blocking of the scores: query heads in blocks of 4 (then one at a time), rows in
+// blocks of R (4 under one head). `block` is a lambda templated on the block's heads and
+// rows: block.template operator()<H, Rows>(v, j) scores heads v .. x rows j .. into a.s.
+template <int R, class Block>
+void scores_blocks(const ScoresArgs& a, Block block) {
+  int64_t v = 0;
+  for (; v + 4 <= a.n_q; v += 4) {
+    int64_t j = 0;
+    for (; j + R <= a.n_rows; j += R) block.template operator()<4, R>(v, j);
+    for (; j < a.n_rows; ++j) block.template operator()<4, 1>(v, j);
+  }
+  for (; v < a.n_q; ++v) {
+    int64_t j = 0;
+    for (; j + 4 <= a.n_rows; j += 4) block.template operator()<1, 4>(v, j);
+    for (; j < a.n_rows; ++j) block.template operator()<1, 1>(v, j);
+  }
 }
 
 // The SIMD paths of this architecture, best first (none on other CPUs). Defined in

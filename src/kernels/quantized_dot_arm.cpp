@@ -41,8 +41,8 @@ bool has_neon() { return true; }  // Advanced SIMD is part of every aarch64 CPU
 bool has_dotprod() { return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0; }
 
 const Path kPaths[] = {
-    {"neon-dotprod", has_dotprod, sdot::q8_rows, sdot::q4_rows, sdot::q8_gemm, sdot::q4_gemm},
-    {"neon", has_neon, neon::q8_rows, neon::q4_rows, neon::q8_gemm, neon::q4_gemm},
+    {"neon-dotprod", has_dotprod, sdot::q8_rows, sdot::q4_rows, sdot::q8_gemm, sdot::q4_gemm, sdot::q8_scores},
+    {"neon", has_neon, neon::q8_rows, neon::q4_rows, neon::q8_gemm, neon::q4_gemm, neon::q8_scores},
 };
 
 }  // namespace

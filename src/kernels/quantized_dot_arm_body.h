@@ -161,3 +161,40 @@ void q4_gemm(const MatrixView& w, const QuantizedActivation* xq, int64_t n_token
   if (w.group % 32 != 0) return q4_gemm_scalar(w, xq, n_tokens, r0, r1, y, ldy);
   gemm_tiles<true>(w, xq, n_tokens, r0, r1, y, ldy);
 }
+
+// ---- Attention scores (ScoresFn): int8 query heads x int8 cache rows --------------------
+//
+// A block of H heads x R rows keeps its H R int32 sums in registers; each 16-column step
+// loads the R rows once for the H heads (signed x signed: no offset).
+
+// isum[h R + r] = sum_{i < cols} q_{v+h}[i] k_{j+r}[i], cols a multiple of 16.
+template <int H, int R>
+void scores_block(const ScoresArgs& a, int64_t cols, int64_t v, int64_t j, int32_t* isum) {
+  const int8_t* q[H];
+  const int8_t* k[R];
+  WREN_UNROLL for (int h = 0; h < H; ++h) q[h] = a.q.q + (v + h) * a.q.ldq;
+  WREN_UNROLL for (int r = 0; r < R; ++r) k[r] = a.k[j + r];
+  int32x4_t acc[H * R];
+  _Pragma("GCC unroll 16") for (int u = 0; u < H * R; ++u) acc[u] = vdupq_n_s32(0);
+  for (int64_t i = 0; i < cols; i += 16) {
+    int8x16_t kv[R];
+    WREN_UNROLL for (int r = 0; r < R; ++r) kv[r] = vld1q_s8(k[r] + i);
+    WREN_UNROLL for (int h = 0; h < H; ++h) {
+      const int8x16_t qv = vld1q_s8(q[h] + i);
+      WREN_UNROLL for (int r = 0; r < R; ++r) acc[h * R + r] = dot_s8(acc[h * R + r], kv[r], qv);
+    }
+  }
+  int u = 0;
+  _Pragma("GCC unroll 4") for (; u + 4 <= H * R; u += 4)
+    vst1q_s32(isum + u, vpaddq_s32(vpaddq_s32(acc[u], acc[u + 1]), vpaddq_s32(acc[u + 2], acc[u + 3])));
+  for (; u < H * R; ++u) isum[u] = vaddvq_s32(acc[u]);
+}
+
+void q8_scores(const ScoresArgs& a) {
+  const int64_t cols = a.dh / 16 * 16;
+  scores_blocks<kRows>(a, [&]<int H, int R>(int64_t v, int64_t j) {
+    int32_t isum[H * R];
+    scores_block<H, R>(a, cols, v, j, isum);
+    finish_scores<H, R>(a, cols, v, j, isum);
+  });
+}

@@ -145,11 +145,14 @@ bool has_avxvnni() { return features().avxvnni; }
 // avx512vnni: 256-bit decode rows, 512-bit batched tiles; -zmm and -ymm use one width for
 // both (bench --int8-path compares them).
 const Path kPaths[] = {
-    {"avx512vnni", has_avx512vnni, avx512vnni::q8_rows, avx512vnni::q4_rows, avx512vnni_zmm::q8_gemm, avx512vnni_zmm::q4_gemm},
-    {"avx512vnni-zmm", has_avx512vnni, avx512vnni_zmm::q8_rows, avx512vnni_zmm::q4_rows, avx512vnni_zmm::q8_gemm, avx512vnni_zmm::q4_gemm},
-    {"avx512vnni-ymm", has_avx512vnni, avx512vnni::q8_rows, avx512vnni::q4_rows, avx512vnni::q8_gemm, avx512vnni::q4_gemm},
-    {"avxvnni", has_avxvnni, avxvnni::q8_rows, avxvnni::q4_rows, avxvnni::q8_gemm, avxvnni::q4_gemm},
-    {"avx2", has_avx2, avx2::q8_rows, avx2::q4_rows, avx2::q8_gemm, avx2::q4_gemm},
+    {"avx512vnni", has_avx512vnni, avx512vnni::q8_rows, avx512vnni::q4_rows, avx512vnni_zmm::q8_gemm, avx512vnni_zmm::q4_gemm,
+     avx512vnni::q8_scores},
+    {"avx512vnni-zmm", has_avx512vnni, avx512vnni_zmm::q8_rows, avx512vnni_zmm::q4_rows, avx512vnni_zmm::q8_gemm, avx512vnni_zmm::q4_gemm,
+     avx512vnni::q8_scores},
+    {"avx512vnni-ymm", has_avx512vnni, avx512vnni::q8_rows, avx512vnni::q4_rows, avx512vnni::q8_gemm, avx512vnni::q4_gemm,
+     avx512vnni::q8_scores},
+    {"avxvnni", has_avxvnni, avxvnni::q8_rows, avxvnni::q4_rows, avxvnni::q8_gemm, avxvnni::q4_gemm, avxvnni::q8_scores},
+    {"avx2", has_avx2, avx2::q8_rows, avx2::q4_rows, avx2::q8_gemm, avx2::q4_gemm, avx2::q8_scores},
 };
 }  // namespace
 

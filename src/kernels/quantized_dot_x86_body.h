@@ -529,3 +529,72 @@ void q4_gemm(const MatrixView& w, const QuantizedActivation* xq, int64_t n_token
     tile_block<R, C, true>(w, xq + t, r, out, ldy);
   });
 }
+
+// ---- Attention scores (ScoresFn): int8 query heads x int8 cache rows --------------------
+//
+// A block of H heads x R rows keeps its H R int32 sums in registers; each 32-column step
+// loads the R rows once for the H heads (dot_s8s8: VNNI takes a row as k + 128 = k xor
+// 0x80 against the signed head, so a sum gains 128 sum q, removed after; AVX2 takes |k|
+// against sign(k) q). kGemmRows rows per block: 4 with 32 registers, 2 with 16.
+
+// The lane sums of a, b, c, d as one vector's four lanes.
+inline __m128i hsum4_epi32(__m256i a, __m256i b, __m256i c, __m256i d) {
+  const __m256i abcd = _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
+  return _mm_add_epi32(_mm256_castsi256_si128(abcd), _mm256_extracti128_si256(abcd, 1));
+}
+
+// Heads v .. v+H-1 x rows j .. j+R-1 (R <= 4) into a.s: per head the R int32 sums in one
+// vector's lanes, VNNI's offset and the columns past the 32-byte steps added there, then
+// s = (scale s_v) s_j isum in f32 lanes.
+template <int H, int R>
+void scores_block(const ScoresArgs& a, int64_t cols, int64_t v, int64_t j) {
+  static_assert(R <= 4);
+  const int8_t* q[H];
+  const int8_t* k[R];
+  WREN_UNROLL for (int h = 0; h < H; ++h) q[h] = a.q.q + (v + h) * a.q.ldq;
+  WREN_UNROLL for (int r = 0; r < R; ++r) k[r] = a.k[j + r];
+  __m256i acc[H * R];
+  _Pragma("GCC unroll 16") for (int u = 0; u < H * R; ++u) acc[u] = _mm256_setzero_si256();
+  for (int64_t i = 0; i < cols; i += 32) {
+    __m256i kv[R];
+    WREN_UNROLL for (int r = 0; r < R; ++r) kv[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(k[r] + i));
+    WREN_UNROLL for (int h = 0; h < H; ++h) {
+      const __m256i qv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q[h] + i));
+      WREN_UNROLL for (int r = 0; r < R; ++r) acc[h * R + r] = dot_s8s8(acc[h * R + r], kv[r], qv);
+    }
+  }
+  float k_scale[4] = {};
+  WREN_UNROLL for (int r = 0; r < R; ++r) k_scale[r] = a.k_scale[j + r];
+  const __m128 row_scales = _mm_loadu_ps(k_scale);
+  const __m256i zero = _mm256_setzero_si256();
+  WREN_UNROLL for (int h = 0; h < H; ++h) {
+    const __m256i* x = acc + h * R;
+    __m128i sums = hsum4_epi32(x[0], R > 1 ? x[R > 1 ? 1 : 0] : zero, R > 2 ? x[R > 2 ? 2 : 0] : zero,
+                               R > 3 ? x[R > 3 ? 3 : 0] : zero);
+    if (cols < a.dh) {  // head sizes that are not a multiple of 32: the last columns one by one
+      int32_t tail[4] = {};
+      for (int r = 0; r < R; ++r)
+        for (int64_t i = cols; i < a.dh; ++i) tail[r] += int32_t(q[h][i]) * k[r][i];
+      sums = _mm_add_epi32(sums, _mm_loadu_si128(reinterpret_cast<const __m128i*>(tail)));
+    }
+    if constexpr (kVnni) {  // the rows were taken as k + 128 over the first `cols` columns
+      int32_t q_sum = a.q.sum[v + h];
+      for (int64_t i = cols; i < a.dh; ++i) q_sum -= q[h][i];
+      sums = _mm_sub_epi32(sums, _mm_set1_epi32(128 * q_sum));
+    }
+    const __m128 factor = _mm_mul_ps(_mm_set1_ps(a.scale * a.q.scale[v + h]), row_scales);
+    const __m128 scores = _mm_mul_ps(factor, _mm_cvtepi32_ps(sums));
+    float* out = a.s + (v + h) * a.lds + j;
+    if constexpr (R == 4) _mm_storeu_ps(out, scores);
+    else {
+      float lanes[4];
+      _mm_storeu_ps(lanes, scores);
+      for (int r = 0; r < R; ++r) out[r] = lanes[r];
+    }
+  }
+}
+
+void q8_scores(const ScoresArgs& a) {
+  const int64_t cols = a.dh / 32 * 32;
+  scores_blocks<kGemmRows>(a, [&]<int H, int R>(int64_t v, int64_t j) { scores_block<H, R>(a, cols, v, j); });
+}

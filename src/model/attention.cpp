@@ -35,6 +35,7 @@ void AttentionScratch::reserve(const ModelConfig& c, int64_t context) {
     if (m.kind == MixerKind::sparse_reuse) group = std::max(group, m.n_heads);
   q.resize(width), k.resize(width), v.resize(width), o.resize(width), gate.resize(width);
   scores.resize(heads * size_t(context));
+  q8.resize(width), q8_scale.resize(heads), q8_sum.resize(heads);
   selected.resize(sparse ? size_t(kv_heads) * size_t(context) : 0);
   selected_count.resize(size_t(kv_heads));
   reserve_chunks(kv_heads, group, int(head), context);
@@ -67,8 +68,12 @@ void score_keys(const GroupKeys& k, int64_t j0, int64_t j1) {
   KvTile& tile = thread_tile();
   for (int64_t b0 = j0; b0 < j1; b0 += KvTile::kRows) {
     const int b = int(std::min<int64_t>(KvTile::kRows, j1 - b0));
-    for (int r = 0; r < b; ++r) k.cache.key_to_tile(k.at(b0 + r), k.g, tile, r);
-    kernels::scores_rows(k.q, dh, k.heads, tile.rows(), b, dh, k.scale, k.p + b0, k.n);
+    if (k.positions)
+      for (int r = 0; r < b; ++r) k.cache.key_to_tile(k.at(b0 + r), k.g, tile, r);
+    else
+      k.cache.keys_to_tile(k.first + b0, b, k.g, tile);
+    if (k.q8.q && tile.in_q8) kernels::scores_rows_int8(k.q8, k.heads, tile.q8, tile.scale, b, dh, k.scale, k.p + b0, k.n);
+    else kernels::scores_rows(k.q, dh, k.heads, tile.rows(), b, dh, k.scale, k.p + b0, k.n);
     if (k.cap > 0)
       for (int h = 0; h < k.heads; ++h)
         for (int r = 0; r < b; ++r) {
@@ -76,7 +81,7 @@ void score_keys(const GroupKeys& k, int64_t j0, int64_t j1) {
           logit = k.cap * std::tanh(logit / k.cap);
         }
   }
-  for (int h = 0; h < k.heads; ++h) record_group_scores(k.kept, k.g, k.at(j0), k.p + h * k.n + j0, j1 - j0);
+  record_group_scores(k.kept, k.g, k.at(j0), k.p + j0, k.n, k.heads, j1 - j0);
 }
 
 void softmax_chunk(const GroupKeys& k, int64_t j0, int64_t j1, ChunkScratch c) {
@@ -94,7 +99,10 @@ void softmax_chunk(const GroupKeys& k, int64_t j0, int64_t j1, ChunkScratch c) {
   KvTile& tile = thread_tile();
   for (int64_t b0 = j0; b0 < j1; b0 += KvTile::kRows) {
     const int b = int(std::min<int64_t>(KvTile::kRows, j1 - b0));
-    for (int r = 0; r < b; ++r) k.cache.value_to_tile(k.at(b0 + r), k.g, tile, r);
+    if (k.positions)
+      for (int r = 0; r < b; ++r) k.cache.value_to_tile(k.at(b0 + r), k.g, tile, r);
+    else
+      k.cache.values_to_tile(k.first + b0, b, k.g, tile);
     kernels::weighted_sum_tile(k.p + b0, k.n, k.heads, tile.rows(), b, dh, c.o, dh);
   }
 }
@@ -166,6 +174,14 @@ void step_query(const AttentionStep& a) {
   finish_query(a.w, a.m, a.c, a.pos, a.s.q.data());
 }
 
+bool int8_scores(const KvCache& cache) { return cache.type() == KvType::q8 && !kernels::f32_activations(); }
+
+kernels::Int8Heads int8_query(AttentionScratch& s, const KvCache& cache, int n_heads, int head_dim) {
+  if (!int8_scores(cache)) return {};
+  kernels::quantize_heads(s.q.data(), n_heads, head_dim, s.q8.data(), s.q8_scale.data(), s.q8_sum.data());
+  return {s.q8.data(), head_dim, s.q8_scale.data(), s.q8_sum.data()};
+}
+
 void step_output(const AttentionStep& a, float* out) {
   if (!a.projected) return project_output(a.w, a.m, a.x, a.s, out, a.pool);
   std::copy_n(a.s.o.data(), int64_t(a.m.n_heads) * a.m.value_dim(), out);
@@ -195,10 +211,9 @@ void clear_group_scores(GroupScores g, int kv_heads, int64_t end) {
   for (int h = 0; h < kv_heads; ++h) std::fill(g.data + h * g.stride, g.data + h * g.stride + end, -INFINITY);
 }
 
-void record_group_scores(GroupScores g, int kv_head, int64_t first, const float* scores, int64_t n) {
-  if (!g.data) return;
-  float* best = g.data + kv_head * g.stride + first;
-  for (int64_t j = 0; j < n; ++j) best[j] = std::max(best[j], scores[j]);
+void record_group_scores(GroupScores g, int kv_head, int64_t first, const float* scores, int64_t ld, int heads,
+                         int64_t n) {
+  if (g.data) kernels::max_rows(scores, ld, heads, n, g.data + kv_head * g.stride + first);
 }
 
 void gated_output(const MatrixView& wg, const MatrixView& wo, const Vec& bo, int64_t width, const float* x, float* o,

@@ -55,6 +55,11 @@ struct ChunkScratch {
 struct AttentionScratch {
   std::vector<float> q, k, v, o, gate;  // [heads * head_dim]
   std::vector<float> scores;            // [query heads][keys of the step]
+  // The step's query heads in int8 (kernels::Int8Heads, int8_query below): [heads * head_dim],
+  // one scale and sum per head.
+  std::vector<int8_t> q8;
+  std::vector<float> q8_scale;
+  std::vector<int32_t> q8_sum;
   std::vector<int32_t> selected;        // [KV heads][context] a sparse layer's selection
   std::vector<int64_t> selected_count;  // [KV heads] its length
   bool v_skip = true;  // false (--no-vskip): value rows of zero weight are read too, to measure the saving
@@ -121,9 +126,11 @@ void project_query(const AttentionWeights& w, const MixerSpec& m, const ModelCon
 // normalised), appended to `cache`.
 void append_kv(const AttentionStep& a, KvCache& cache);
 // Per-KV-head maxima of query-group scores (see relu2_attention): reset positions [0, end)
-// to -inf, then fold in one head's scores of positions first, first + 1, ...
+// to -inf, then fold in the scores of `heads` heads (head h's at scores[h ld ..]) of
+// positions first, first + 1, ..., first + n - 1.
 void clear_group_scores(GroupScores g, int kv_heads, int64_t end);
-void record_group_scores(GroupScores g, int kv_head, int64_t first, const float* scores, int64_t n);
+void record_group_scores(GroupScores g, int kv_head, int64_t first, const float* scores, int64_t ld, int heads,
+                         int64_t n);
 // out = W_o (o * sigmoid(W_g x) if W_g is present) (+ b_o): the output projection of every
 // attention kind (o: the heads' outputs, `width` values; gate: scratch of as many).
 void gated_output(const MatrixView& wg, const MatrixView& wo, const Vec& bo, int64_t width, const float* x, float* o,
@@ -135,6 +142,12 @@ void project_output(const AttentionWeights& w, const MixerSpec& m, const float* 
 // project_output into out, or with a.projected the heads' outputs s.o copied to out.
 void step_query(const AttentionStep& a);
 void step_output(const AttentionStep& a, float* out);
+// Whether attention over `cache` scores int8 queries against its int8 keys by integer dot
+// products: a q8 cache, outside parity mode (kernels::f32_activations). Each head is then
+// rounded as kernels::quantize_heads does (s = max|q_h| / 127), in decode and prefill alike.
+bool int8_scores(const KvCache& cache);
+// s.q's n_heads heads in int8 (s.q8 ...) when int8_scores(cache); no heads otherwise.
+kernels::Int8Heads int8_query(AttentionScratch& s, const KvCache& cache, int n_heads, int head_dim);
 
 // The running state of a block's query vectors, [KV head][row][head of the group].
 struct BlockState {
@@ -251,12 +264,14 @@ struct GroupKeys {
   GroupScores kept = {};
   int64_t first = 0;
   const int32_t* positions = nullptr;
+  kernels::Int8Heads q8 = {};  // q in int8 (int8_query), or none: f32 scores
   int64_t at(int64_t j) const { return positions ? positions[j] : first + j; }
 };
 // This thread's tile of cache rows, grown once (the chunk kernels and the block's items).
 KvTile& thread_tile();
 // The logits of keys [j0, j1) into p, and into kept: a tile of KvTile::kRows keys at a time
-// (kernels::scores_rows), each K row read as stored (int8 for q8) once for all heads. The
+// (kernels::scores_rows, or scores_rows_int8 with int8 heads), each K row read as stored
+// (int8 for q8) once for all heads. The
 // first step of both chunk kernels below.
 void score_keys(const GroupKeys& k, int64_t j0, int64_t j1);
 // A softmax chunk: its logits (score_keys), then per head m = max_j p_hj, p_hj = exp(p_hj -

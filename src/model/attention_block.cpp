@@ -35,12 +35,23 @@ BlockShape block_shape(const QueryBlock& b) {
 // One thread's tiles, grown once.
 struct TileScratch {
   std::vector<float> q, kt, key, s;
+  std::vector<int8_t> q8;  // the query vectors rounded as decode's int8 scores round them
+  std::vector<float> q8_scale;
+  std::vector<int32_t> q8_sum;
   void reserve(int64_t vectors, int dh) {
-    const auto grow = [](std::vector<float>& v, int64_t n) {
+    const auto grow = []<class T>(std::vector<T>& v, int64_t n) {
       if (v.size() < size_t(n)) v.resize(size_t(n));
     };
     grow(q, vectors * dh), grow(kt, int64_t(dh) * kTileKeys), grow(key, dh);
     grow(s, vectors * kTileKeys);
+    grow(q8, vectors * dh), grow(q8_scale, vectors), grow(q8_sum, vectors);
+  }
+  // q_v = s_v q8_v for the `vectors` query vectors: what decode multiplies a q8 cache's keys
+  // by (int8_scores), so that a block's logits are decode's up to f32 rounding.
+  void round_queries_to_int8(int64_t vectors, int dh) {
+    kernels::quantize_heads(q.data(), vectors, dh, q8.data(), q8_scale.data(), q8_sum.data());
+    for (int64_t v = 0; v < vectors; ++v)
+      for (int i = 0; i < dh; ++i) q[size_t(v * dh + i)] = q8_scale[size_t(v)] * float(q8[size_t(v * dh + i)]);
   }
 };
 
@@ -105,6 +116,7 @@ void attend_item(const ItemKeys& it, TileScratch& ts) {
   // Q of the item: row t's heads g*group .. are consecutive in its query row.
   for (int64_t t = it.t0; t < it.t1; ++t)
     std::copy_n(b.q + t * b.ldq + int64_t(it.g) * group * dh, group * dh, ts.q.data() + (t - it.t0) * group * dh);
+  if (int8_scores(b.cache)) ts.round_queries_to_int8(vectors, dh);
   const int64_t state0 = (int64_t(it.g) * b.n + it.t0) * group;  // the item's first vector in the state
   float* o = b.state.o.data() + state0 * dh;
   float* max = b.state.max.data() + state0;

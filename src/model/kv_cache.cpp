@@ -38,8 +38,8 @@ void KvRows::init(KvType type, int width, int group, int64_t rows) {
   rows_ = rows;
   group_ = type == KvType::q8 ? group : 0;
   groups_per_row_ = type == KvType::q8 ? width / group : 0;
-  values_.assign(size_t(rows) * size_t(width) * value_bytes(type), 0);
-  scales_.assign(type == KvType::q8 ? size_t(rows) * size_t(width / group_) : 0, kernels::F16{});
+  values_.assign(size_t(rows) * size_t(width) * value_bytes(type));
+  scales_.assign(type == KvType::q8 ? size_t(rows) * size_t(width / group_) : 0);
 }
 
 void KvRows::write(int64_t r, const float* x) {
@@ -67,24 +67,35 @@ const float* KvRows::read(int64_t r, int offset, int n, float* buf) const {
   return buf;
 }
 
-void KvRows::to_tile(int64_t r, int head, int n, KvTile& t, int j) const {
-  // No division on this path: it runs once per row and step at every depth.
-  const size_t at = size_t(r) * size_t(width_) + size_t(head) * size_t(n);
+void KvRows::to_tile(int64_t r0, int rows, int head, int n, KvTile& t, int j0) const {
+  // No division on this path: it runs for every row and step at every depth.
+  const size_t at = size_t(r0) * size_t(width_) + size_t(head) * size_t(n), w = size_t(width_);
   t.in_q8 = type_ == KvType::q8;
   switch (type_) {
-    case KvType::f32: t.f32[j] = reinterpret_cast<const float*>(values_.data()) + at; break;
+    case KvType::f32: {
+      const float* p = reinterpret_cast<const float*>(values_.data()) + at;
+      for (int i = 0; i < rows; ++i) t.f32[j0 + i] = p + size_t(i) * w;
+      break;
+    }
     case KvType::bf16:
       if (t.decoded.size() < size_t(KvTile::kRows) * size_t(n)) t.decoded.resize(size_t(KvTile::kRows) * size_t(n));
-      t.f32[j] = read(r, head * n, n, t.decoded.data() + size_t(j) * size_t(n));
+      for (int i = 0; i < rows; ++i)
+        t.f32[j0 + i] = read(r0 + i, head * n, n, t.decoded.data() + size_t(j0 + i) * size_t(n));
       break;
-    case KvType::q8:
+    case KvType::q8: {
       if (n != group_)
         throw std::logic_error("KV tile: head rows of " + std::to_string(n) + " values are not one q8 group of " +
                                std::to_string(group_));
-      t.q8[j] = reinterpret_cast<const int8_t*>(values_.data()) + at;
-      for (int b = 0; b < n; b += 64) __builtin_prefetch(t.q8[j] + b);
-      t.scale[j] = kernels::f16_to_f32(scales_[size_t(r) * size_t(groups_per_row_) + size_t(head)]);
+      const int8_t* p = reinterpret_cast<const int8_t*>(values_.data()) + at;
+      const kernels::F16* scale = scales_.data() + size_t(r0) * size_t(groups_per_row_) + size_t(head);
+      for (int i = 0; i < rows; ++i) {
+        const int8_t* row = p + size_t(i) * w;
+        for (int b = 0; b < n; b += 64) __builtin_prefetch(row + b);
+        t.q8[j0 + i] = row;
+        t.scale[j0 + i] = kernels::f16_to_f32(scale[size_t(i) * size_t(groups_per_row_)]);
+      }
       break;
+    }
   }
 }
 

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/huge_pages.h"
 #include "kernels/ops.h"
 #include "kernels/types.h"
 
@@ -66,23 +67,23 @@ class KvRows {
   // Values [offset, offset + n) of row r, where offset and n cover whole groups. f32:
   // a pointer into the cache (buf unused); otherwise decoded into buf[0, n).
   const float* read(int64_t r, int offset, int n, float* buf) const;
-  // Head `head`'s values [head n, (head + 1) n) of row r as row j of a tile: in place for f32,
-  // and for q8 when they are one group (a KV head row; throws std::logic_error otherwise),
-  // their cache lines requested; decoded for bf16.
-  void to_tile(int64_t r, int head, int n, KvTile& t, int j) const;
+  // Head `head`'s values [head n, (head + 1) n) of rows r0 .. r0 + rows - 1 as rows j0 .. of
+  // a tile: in place for f32, and for q8 when they are one group (a KV head row; throws
+  // std::logic_error otherwise), their cache lines requested; decoded for bf16.
+  void to_tile(int64_t r0, int rows, int head, int n, KvTile& t, int j0) const;
   // Bytes of one row as allocated (values and scales), and of the whole store.
   double bytes_per_row() const;
   size_t bytes() const { return values_.size() + scales_.size() * sizeof(kernels::F16); }
   // The stored bytes, for a session's state save and restore (runtime/session_state.h).
-  std::span<std::byte> stored_values() { return std::as_writable_bytes(std::span(values_)); }
-  std::span<std::byte> stored_scales() { return std::as_writable_bytes(std::span(scales_)); }
+  std::span<std::byte> stored_values() { return std::as_writable_bytes(std::span(values_.data(), values_.size())); }
+  std::span<std::byte> stored_scales() { return std::as_writable_bytes(std::span(scales_.data(), scales_.size())); }
 
  private:
   KvType type_ = KvType::f32;
   int width_ = 0, group_ = 0, groups_per_row_ = 0;
   int64_t rows_ = 0;
-  std::vector<uint8_t> values_;          // [rows][width] in type_
-  std::vector<kernels::F16> scales_;     // q8: [rows][width / group]
+  kernels::LargeArray<uint8_t> values_;       // [rows][width] in type_
+  kernels::LargeArray<kernels::F16> scales_;  // q8: [rows][width / group]
 };
 
 struct KvCache {
@@ -109,8 +110,11 @@ struct KvCache {
   const float* key(int64_t pos, int g, float* buf) const { return k_.read(slot(pos), g * head_dim, head_dim, buf); }
   const float* value(int64_t pos, int g, float* buf) const { return v_.read(slot(pos), g * head_dim, head_dim, buf); }
   // The same as row j of a tile (KvTile).
-  void key_to_tile(int64_t pos, int g, KvTile& t, int j) const { k_.to_tile(slot(pos), g, head_dim, t, j); }
-  void value_to_tile(int64_t pos, int g, KvTile& t, int j) const { v_.to_tile(slot(pos), g, head_dim, t, j); }
+  void key_to_tile(int64_t pos, int g, KvTile& t, int j) const { k_.to_tile(slot(pos), 1, g, head_dim, t, j); }
+  void value_to_tile(int64_t pos, int g, KvTile& t, int j) const { v_.to_tile(slot(pos), 1, g, head_dim, t, j); }
+  // Positions pos0 .. pos0 + n - 1 as rows 0 .. n - 1 of a tile.
+  void keys_to_tile(int64_t pos0, int n, int g, KvTile& t) const { rows_to_tile(k_, pos0, n, g, t); }
+  void values_to_tile(int64_t pos0, int n, int g, KvTile& t) const { rows_to_tile(v_, pos0, n, g, t); }
   // Bytes of one token's key and value as allocated, and of the whole cache.
   double bytes_per_token() const { return k_.bytes_per_row() + v_.bytes_per_row(); }
   size_t bytes() const { return k_.bytes() + v_.bytes(); }
@@ -120,6 +124,15 @@ struct KvCache {
   KvRows& values() { return v_; }
 
  private:
+  // Consecutive positions are consecutive slots but where a ring wraps.
+  void rows_to_tile(const KvRows& rows, int64_t pos0, int n, int g, KvTile& t) const {
+    for (int j = 0; j < n;) {
+      const int64_t s = slot(pos0 + j);
+      const int run = int(std::min<int64_t>(n - j, ring ? capacity - s : n - j));
+      rows.to_tile(s, run, g, head_dim, t, j);
+      j += run;
+    }
+  }
   KvRows k_, v_;
 };
 

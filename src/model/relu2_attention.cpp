@@ -44,11 +44,10 @@ void relu2_chunk(const GroupKeys& k, int64_t j0, int64_t j1, bool v_skip, ChunkS
   int64_t read = 0;
   for (int64_t b0 = j0; b0 < j1; b0 += KvTile::kRows) {
     const int b = int(std::min<int64_t>(KvTile::kRows, j1 - b0));
-    bool needed[KvTile::kRows] = {};  // some head weights the key
-    for (int h = 0; h < k.heads; ++h)
-      for (int r = 0; r < b; ++r) needed[r] |= k.p[h * k.n + b0 + r] > 0.0f;
+    float top[KvTile::kRows] = {};  // the key's largest weight over the heads: > 0 when some head weights it
+    kernels::max_rows(k.p + b0, k.n, k.heads, b, top);
     for (int r = 0; r < b; ++r) {
-      if (!needed[r] && v_skip) {  // --no-vskip reads the row anyway, to measure the saving
+      if (!(top[r] > 0.0f) && v_skip) {  // --no-vskip reads the row anyway, to measure the saving
         tile.skip(r);
         continue;
       }
@@ -96,6 +95,7 @@ void relu2_attention(const AttentionStep& a, const KvCache& cache, GroupScores s
   const int64_t n = a.pos + 1, chunks = key_chunks(n);
   if (scores.data) s.forget_selection();
   clear_group_scores(scores, m.n_kv_heads, n);
+  const kernels::Int8Heads q8 = int8_query(s, cache, m.n_heads, dh);
   // Items of a chunk of keys. Past kWholeRowChunks chunks an item takes every KV head's keys
   // of its chunk: the heads' rows lie side by side in the cache ([pos][kv head][head_dim]), so
   // a thread reads one sequential stream instead of every other part of one. Before that, one
@@ -105,7 +105,8 @@ void relu2_attention(const AttentionStep& a, const KvCache& cache, GroupScores s
     const int64_t j0 = i % chunks * kChunkKeys;
     for (int g = int(i / chunks) * heads_per_item, g1 = g + heads_per_item; g < g1; ++g) {
       const GroupKeys k{.cache = cache, .g = g, .q = s.q.data() + int64_t(g) * group * dh, .heads = group, .n = n,
-                        .p = s.scores.data() + int64_t(g) * group * n, .scale = attention_scale(a.w, m), .kept = scores};
+                        .p = s.scores.data() + int64_t(g) * group * n, .scale = attention_scale(a.w, m), .kept = scores,
+                        .q8 = q8.at(g * group)};
       relu2_chunk(k, j0, std::min(n, j0 + kChunkKeys), s.v_skip, s.chunk(g * chunks + i % chunks));
     }
   });

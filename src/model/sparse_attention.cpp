@@ -48,11 +48,12 @@ void sparse_attention(const AttentionStep& a, const MixerSpec& owner, const KvCa
   int64_t longest = 0;
   for (int g = 0; g < kv_heads; ++g) longest = std::max(longest, counts[g]);
   const int64_t chunks = key_chunks(longest);
+  const kernels::Int8Heads q8 = int8_query(s, cache, m.n_heads, dh);
   kernels::run_items(a.pool, kv_heads * chunks, [&](int64_t i) {
     const int g = int(i / chunks);
     const GroupKeys k{.cache = cache, .g = g, .q = s.q.data() + int64_t(g) * group * dh, .heads = group, .n = counts[g],
                       .p = s.scores.data() + int64_t(g) * group * n, .scale = scale,
-                      .positions = s.selected.data() + g * n};
+                      .positions = s.selected.data() + g * n, .q8 = q8.at(g * group)};
     const int64_t j0 = std::min(k.n, i % chunks * kChunkKeys);
     softmax_chunk(k, j0, std::min(k.n, j0 + kChunkKeys), s.chunk(i));
   });

@@ -26,11 +26,12 @@ void window_attention(const AttentionStep& a, const KvCache& cache, GroupScores 
   const int64_t first = cache.first(), n = a.pos + 1 - first, chunks = key_chunks(n);
   if (scores.data) s.forget_selection();
   clear_group_scores(scores, m.n_kv_heads, a.pos + 1);
+  const kernels::Int8Heads q8 = int8_query(s, cache, m.n_heads, dh);
   kernels::run_items(a.pool, m.n_kv_heads * chunks, [&](int64_t i) {
     const int g = int(i / chunks);
     const GroupKeys k{.cache = cache, .g = g, .q = s.q.data() + int64_t(g) * group * dh, .heads = group, .n = n,
                       .p = s.scores.data() + int64_t(g) * group * n, .scale = scale, .cap = cap, .kept = scores,
-                      .first = first};
+                      .first = first, .q8 = q8.at(g * group)};
     const int64_t j0 = i % chunks * kChunkKeys;
     softmax_chunk(k, j0, std::min(n, j0 + kChunkKeys), s.chunk(i));
   });
