@@ -254,6 +254,37 @@ StoredRows stored_rows(int64_t n_rows, int64_t n, std::mt19937& rng, Skipped ski
   return s;
 }
 
+// The largest value over rows, per column, folded into out as std::max(out, x) would: on
+// every Highway target, at lengths covering the vector width and the scalar tail, with NaN
+// in x (passed over) and in out (kept), +-0 and +-inf.
+TEST(KernelsVector, MaxRowsIsStdMaxOverRows) {
+  std::mt19937 rng(18);
+  for_each_target([&] {
+    for (int64_t n : {1, 7, 16, 33, 64})
+      for (int64_t rows : {0, 1, 3, 8}) {
+        SCOPED_TRACE("n " + std::to_string(n) + " rows " + std::to_string(rows));
+        const int64_t ldx = n + 5;
+        auto x = randn(std::max<int64_t>(rows, 1) * ldx, rng);
+        auto out = randn(n, rng);
+        for (size_t i = 0; i < x.size(); i += 7) x[i] = i % 3 == 0 ? NAN : i % 3 == 1 ? -0.0f : INFINITY;
+        out[0] = NAN;
+        if (n > 2) out[2] = -INFINITY;
+        for (int64_t j = 3; j < n; j += 4) {  // ties of -0 in out with +0 in x: out keeps its -0
+          out[size_t(j)] = -0.0f;
+          for (int64_t r = 0; r < rows; ++r) x[size_t(r * ldx + j)] = 0.0f;
+        }
+        auto want = out;
+        for (int64_t j = 0; j < n; ++j)
+          for (int64_t r = 0; r < rows; ++r) want[size_t(j)] = std::max(want[size_t(j)], x[size_t(r * ldx + j)]);
+        max_rows(x.data(), ldx, rows, n, out.data());
+        for (int64_t j = 0; j < n; ++j) {
+          const float a = out[size_t(j)], b = want[size_t(j)];
+          ASSERT_TRUE(std::isnan(a) ? std::isnan(b) : a == b && std::signbit(a) == std::signbit(b)) << j << ": " << a << " vs " << b;
+        }
+      }
+  });
+}
+
 // Decode's tiles read the rows as the cache stores them: scores of a few query heads with f32
 // or int8 key rows (their scale and the logit scale applied), and value sums in which a null
 // row is never read. Against double loops, at sizes covering the 4 x 4, 4 x 2 and 1 x 4 blocks,
