@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <future>
+#include <map>
+#include <mutex>
 #include <random>
 #include <stdexcept>
 #include <thread>
@@ -35,6 +37,35 @@ TEST(ThreadPool, RunsEveryItemExactlyOnce) {
       std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
       for (int round = 0; round < 20; ++round) pool.run_items(n, [&](int64_t i) { hits[size_t(i)]++; });
       for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[size_t(i)].load(), 20) << threads << " threads, n " << n << " i " << i;
+    }
+  }
+}
+
+// Each thread runs a contiguous share of the items in order, and takes items from the end of
+// the other's share once its own is done: with two threads, every thread's items are one run
+// up from the start of a share (0 or n / 2), then one run down (what it took from the other).
+// Threads taking items in turn (0, 2, 4, ... and 1, 3, 5, ...) fail this.
+TEST(ThreadPool, EachThreadStreamsAContiguousShare) {
+  ThreadPool pool(2);
+  for (int64_t n : {2, 3, 64, 1001}) {
+    for (int round = 0; round < 20; ++round) {
+      std::mutex mu;
+      std::map<std::thread::id, std::vector<int64_t>> ran;
+      pool.run_items(n, [&](int64_t i) {
+        std::this_thread::sleep_for(std::chrono::microseconds(i % 7));  // uneven items
+        std::lock_guard<std::mutex> lock(mu);
+        ran[std::this_thread::get_id()].push_back(i);
+      });
+      int64_t total = 0;
+      for (const auto& [id, items] : ran) {
+        total += int64_t(items.size());
+        size_t up = 1;
+        while (up < items.size() && items[up] == items[up - 1] + 1) ++up;
+        EXPECT_TRUE(items[0] == 0 || items[0] == n / 2 || up == 1) << "n " << n << ": first item " << items[0];
+        for (size_t k = up + 1; k < items.size(); ++k)
+          ASSERT_EQ(items[k], items[k - 1] - 1) << "n " << n << ": item " << k << " of a thread";
+      }
+      EXPECT_EQ(total, n);
     }
   }
 }

@@ -29,15 +29,21 @@ inline void cpu_relax() {
 #endif
 }
 
-constexpr uint64_t pack(uint64_t count, uint64_t next) { return count << 32 | next; }
-// Items beyond this many run serially: next may pass count by one per thread.
-constexpr int64_t kMaxItems = (int64_t(1) << 32) - (int64_t(1) << 16);
+// The thread count meant by n_threads (0: one per core).
+int resolve(int n_threads) {
+  return n_threads > 0 ? n_threads : int(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+constexpr uint64_t pack(uint64_t end, uint64_t next) { return end << 32 | next; }
+constexpr uint32_t end_of(uint64_t share) { return uint32_t(share >> 32); }
+constexpr uint32_t next_of(uint64_t share) { return uint32_t(share); }
+// Items beyond this many run serially: a share's bounds are 32 bits.
+constexpr int64_t kMaxItems = int64_t(UINT32_MAX);
 
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads) {
-  if (n_threads <= 0) n_threads = int(std::max(1u, std::thread::hardware_concurrency()));
-  for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+ThreadPool::ThreadPool(int n_threads) : shares_(size_t(resolve(n_threads))) {
+  for (int i = 1; i < int(shares_.size()); ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -48,7 +54,7 @@ ThreadPool::~ThreadPool() {
 }
 
 ThreadPool& ThreadPool::shared(int n_threads) {
-  if (n_threads <= 0) n_threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  n_threads = resolve(n_threads);
   static std::mutex mu;
   static std::map<int, std::unique_ptr<ThreadPool>> pools;
   std::lock_guard<std::mutex> lock(mu);
@@ -57,15 +63,30 @@ ThreadPool& ThreadPool::shared(int n_threads) {
   return *pool;
 }
 
-void ThreadPool::take_items() {
+int64_t ThreadPool::next_item(int slot) {
+  std::atomic<uint64_t>& own = shares_[size_t(slot)].items;
+  for (uint64_t s = own.load(std::memory_order_acquire); next_of(s) < end_of(s);)
+    if (own.compare_exchange_weak(s, pack(end_of(s), next_of(s) + 1), std::memory_order_acq_rel,
+                                  std::memory_order_acquire))
+      return next_of(s);
+  // Our share is done: take the last item of the next share that has one.
+  const int n = int(shares_.size());
+  for (int k = 1; k < n; ++k) {
+    std::atomic<uint64_t>& other = shares_[size_t((slot + k) % n)].items;
+    for (uint64_t s = other.load(std::memory_order_acquire); next_of(s) < end_of(s);)
+      if (other.compare_exchange_weak(s, pack(end_of(s) - 1, next_of(s)), std::memory_order_acq_rel,
+                                      std::memory_order_acquire))
+        return end_of(s) - 1;
+  }
+  return -1;
+}
+
+void ThreadPool::take_items(int slot) {
   uint32_t ran = 0;
-  for (;;) {
-    const uint64_t s = items_.fetch_add(1, std::memory_order_acquire);
-    const uint64_t i = s & 0xffffffffu, n = s >> 32;
-    if (i >= n) break;
+  for (int64_t i; (i = next_item(slot)) >= 0;) {
     // body_ and ctx_ stay fixed until this item is counted done: the caller waits for that.
     try {
-      body_(ctx_, int64_t(i));
+      body_(ctx_, i);
     } catch (...) {
       std::lock_guard<std::mutex> lock(error_mu_);
       if (!error_) error_ = std::current_exception();
@@ -94,12 +115,16 @@ void ThreadPool::run(int64_t n, Body body, void* ctx) {
   error_ = nullptr;
   done_.store(0, std::memory_order_relaxed);
   caller_waiting_.store(false, std::memory_order_relaxed);
-  items_.store(pack(uint64_t(n), 0), std::memory_order_release);
+  // Share k: items [k n / P, (k + 1) n / P) of P threads.
+  const uint64_t threads = shares_.size();
+  for (uint64_t k = 0; k < threads; ++k)
+    shares_[k].items.store(pack((k + 1) * uint64_t(n) / threads, k * uint64_t(n) / threads),
+                           std::memory_order_release);
   epoch_.fetch_add(1, std::memory_order_seq_cst);
   if (sleepers_.load(std::memory_order_seq_cst) > 0) epoch_.notify_all();
 
   t_inside_job = true;
-  take_items();
+  take_items(0);
   t_inside_job = false;
   // The last items may still run on workers: spin briefly, then sleep (on a loaded
   // machine the worker may have lost its core, and needs ours more than we do).
@@ -133,7 +158,7 @@ uint32_t ThreadPool::wait_for_job(uint32_t seen) {
   return e;
 }
 
-void ThreadPool::worker_loop() {
+void ThreadPool::worker_loop(int slot) {
   t_inside_job = true;  // a worker never fans out again
   // The epoch the pool was made with, not the current one: a job (or the destructor) that
   // bumped it before this thread got here must not be missed.
@@ -144,7 +169,7 @@ void ThreadPool::worker_loop() {
   for (;;) {
     seen = wait_for_job(seen);
     if (stop_.load()) return;
-    take_items();
+    take_items(slot);
   }
 }
 

@@ -36,8 +36,11 @@ class ThreadPool {
 
   int size() const { return int(workers_.size()) + 1; }
 
-  // Calls f(i) once for every item i < n and returns when all have finished. Threads take
-  // items in turn (the caller too), so uneven items balance themselves. An exception thrown
+  // Calls f(i) once for every item i < n and returns when all have finished. Each thread
+  // (the caller too) owns a contiguous share of the items and runs it in order; one that
+  // finishes early takes items from the end of another's share, so uneven items balance
+  // themselves while each thread still streams one run of memory (decode's weights: two
+  // threads taking 128 KB items in turn read 16-25% slower than each reading its half). An exception thrown
   // by f is rethrown here (the first one; the other items still run). Called from inside an
   // item, or while another caller's job holds the pool, it runs every item on the calling
   // thread: the same results, no nesting and no waiting.
@@ -68,24 +71,33 @@ class ThreadPool {
  private:
   using Body = void (*)(void*, int64_t);
   void run(int64_t n, Body body, void* ctx);
-  void worker_loop();
-  // Takes and runs items of the current job until none is left.
-  void take_items();
+  void worker_loop(int slot);
+  // Runs the items of the current job that thread `slot` takes (its share, then others'
+  // last items) until none is left.
+  void take_items(int slot);
+  // The next item of the current job for thread `slot`, or -1 when none is left.
+  int64_t next_item(int slot);
   // Returns once epoch_ differs from `seen`, with the value it read.
   uint32_t wait_for_job(uint32_t seen);
 
   std::vector<std::thread> workers_;
   std::mutex job_mu_;  // held by the caller whose job the workers run
-  // The job: its item count (high 32 bits) and the next item to take (low 32). One atomic
-  // add takes an item and tells whether it belongs to a job (next < count), so a worker
-  // arriving late never runs an item twice or one of a finished job.
-  std::atomic<uint64_t> items_{0};
+  // The job's items, one share per thread (slot 0 the caller's, slot i + 1 worker i's): the
+  // end of the share (high 32 bits) and its next item (low 32). The owner takes the next
+  // item, a thief the last, each by one compare-and-swap of the pair, so every item runs
+  // once. A job starts only once every item of the one before has run, so a share that is
+  // not empty belongs to the current job, and a worker arriving late takes nothing of a
+  // finished one.
+  struct alignas(64) Share {
+    std::atomic<uint64_t> items{0};
+  };
+  std::vector<Share> shares_;
   std::atomic<uint32_t> done_{0};     // items of the current job finished
   std::atomic<bool> caller_waiting_{false};  // the caller sleeps on done_
   std::atomic<uint32_t> epoch_{0};    // bumped per job; sleeping workers wait on it
   std::atomic<int> sleepers_{0};
   std::atomic<bool> stop_{false};
-  Body body_ = nullptr;  // written by the caller before it publishes items_
+  Body body_ = nullptr;  // written by the caller before it publishes the shares
   void* ctx_ = nullptr;
   std::mutex error_mu_;
   std::exception_ptr error_;
