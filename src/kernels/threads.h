@@ -40,10 +40,10 @@ class ThreadPool {
   // (the caller too) owns a contiguous share of the items and runs it in order; one that
   // finishes early takes items from the end of another's share, so uneven items balance
   // themselves while each thread still streams one run of memory (decode's weights: two
-  // threads taking 128 KB items in turn read 16-25% slower than each reading its half). An exception thrown
-  // by f is rethrown here (the first one; the other items still run). Called from inside an
-  // item, or while another caller's job holds the pool, it runs every item on the calling
-  // thread: the same results, no nesting and no waiting.
+  // threads taking 128 KB items in turn read about 16% slower than each reading its half).
+  // An exception thrown by f is rethrown here (the first one; the other items still run).
+  // Called from inside an item, or while another caller's job holds the pool, it runs every
+  // item on the calling thread: the same results, no nesting and no waiting.
   template <class F>
   void run_items(int64_t n, F&& f) {
     using Fn = std::remove_reference_t<F>;
