@@ -44,5 +44,9 @@ if(errors)
   message(FATAL_ERROR "layering: includes across layers that the layer may not know:\n${errors}")
 endif()
 if(STAMP)
+  # The stamp's folder may not exist yet: in a fresh build tree this check can run before
+  # any rule that writes generated/.
+  get_filename_component(stamp_dir ${STAMP} DIRECTORY)
+  file(MAKE_DIRECTORY ${stamp_dir})
   file(TOUCH ${STAMP})
 endif()
