@@ -207,7 +207,7 @@ TEST(KernelsThreads, ResultsDoNotDependOnThreadCount) {
   }
 }
 
-TEST(KernelsVector, DotAndAxpyMatchReference) {
+TEST(KernelsVector, DotAxpyAndAxpbyMatchReference) {
   std::mt19937 rng(15);
   for_each_target([&] {
     for (int64_t n : {1, 3, 17, 1001, 4099}) {
@@ -220,6 +220,14 @@ TEST(KernelsVector, DotAndAxpyMatchReference) {
       ref::axpy(-0.3f, a.data(), n, y_ref.data());
       for (int64_t i = 0; i < n; ++i)
         ASSERT_NEAR(y[size_t(i)], y_ref[size_t(i)], 1e-6f * (std::fabs(y_ref[size_t(i)]) + 1)) << n;
+      // y = a x + b y: both terms kept (b = 0 must drop y, b = 1 must keep it whole).
+      for (const float b_coeff : {0.0f, 1.0f, 0.37f}) {
+        auto z = randn(n, rng), z_ref = z;
+        axpby(1.7f, a.data(), b_coeff, n, z.data());
+        ref::axpby(1.7f, a.data(), b_coeff, n, z_ref.data());
+        for (int64_t i = 0; i < n; ++i)
+          ASSERT_NEAR(z[size_t(i)], z_ref[size_t(i)], 1e-6f * (std::fabs(z_ref[size_t(i)]) + 1)) << n << " b " << b_coeff;
+      }
     }
   });
 }

@@ -150,6 +150,15 @@ void Axpy(float a, const float* x, int64_t n, float* y) {
   for (; i < n; ++i) y[i] += a * x[i];
 }
 
+void Axpby(float a, const float* x, float b, int64_t n, float* y) {
+  const DF d;
+  const int64_t N = int64_t(hn::Lanes(d));
+  const VF va = hn::Set(d, a), vb = hn::Set(d, b);
+  int64_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(hn::MulAdd(va, hn::LoadU(d, x + i), hn::Mul(vb, hn::LoadU(d, y + i))), d, y + i);
+  for (; i < n; ++i) y[i] = a * x[i] + b * y[i];
+}
+
 // Four q8 rows of AddRowsRange at once: each vector of y is loaded and stored once per four
 // rows, its four multiply-adds in row order, so every y[i] takes the same steps as one row
 // at a time (the same bits) with a quarter of y's loads and stores.
@@ -280,6 +289,7 @@ HWY_EXPORT(AddRowsRange);
 HWY_EXPORT(MatmulRange);
 HWY_EXPORT(DotF32);
 HWY_EXPORT(Axpy);
+HWY_EXPORT(Axpby);
 HWY_EXPORT(TargetName);
 
 namespace {
@@ -401,6 +411,7 @@ void matmul_range(const MatrixView& w, const ActivationBatch& x, float* y, int64
 float dot(const float* a, const float* b, int64_t n) { return HWY_DYNAMIC_DISPATCH(DotF32)(a, b, n); }
 
 void axpy(float a, const float* x, int64_t n, float* y) { HWY_DYNAMIC_DISPATCH(Axpy)(a, x, n, y); }
+void axpby(float a, const float* x, float b, int64_t n, float* y) { HWY_DYNAMIC_DISPATCH(Axpby)(a, x, b, n, y); }
 
 }  // namespace wren::kernels
 #endif  // HWY_ONCE

@@ -134,6 +134,7 @@ bool f32_activations();
 
 float dot(const float* a, const float* b, int64_t n);
 void axpy(float a, const float* x, int64_t n, float* y);  // y += a x
+void axpby(float a, const float* x, float b, int64_t n, float* y);  // y = a x + b y
 // Cache rows as attention reads them in place: f32 rows, or q8 rows with one scale each (row j
 // = scale[j] q8[j], a KV cache's head row). A null row is skipped where a kernel says so.
 struct CacheRows {

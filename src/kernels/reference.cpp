@@ -128,6 +128,10 @@ void axpy(float a, const float* x, int64_t n, float* y) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
+void axpby(float a, const float* x, float b, int64_t n, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] = float(double(a) * x[i] + double(b) * y[i]);
+}
+
 void rmsnorm(const float* x, const float* gain, int64_t n, float eps, bool unit_offset,
              float* out) {
   double ss = 0;

@@ -57,7 +57,7 @@ struct HeadBuffers {
   float* E;      // [C][d_k]: e^{gamma_r - gamma_s} * k_s for the current r
   float* A;      // [C]: row r of StrictLower(diag(b) K K^T * Gamma), erase-weighted
   float* P;      // [C]: row r of (Q K^T * Gamma), lower including the diagonal
-  float* delta;  // [C][d_v]: the corrections w * v - S'^T (b * k) (V' of the WY form)
+  float* delta;  // [C][d_v]: the corrections w * v - S'^T (b * k) (V' of the WY form); decode: erased, read, delta
   float* ek;     // [d_k]: e^{gamma} (decode: e^g)
   float* bk;     // [d_k]: b * k (times e^{gamma_r} in prefill)
   float* qe;     // [d_k]: e^{gamma_r} * q_r
@@ -271,22 +271,36 @@ TokenInputs inputs(const GdnScratch& s, const Dims& d, int64_t t, int h) {
           s.write.data() + val};
 }
 
-// One token of value head h: equations (5)-(7) on S [d_k][d_v], o [d_v].
+// One token of value head h: equations (5)-(7) on S [d_k][d_v], o [d_v], in two passes over S.
+// With e = e^g, S'^T (b * k) = S^T (e * b * k), and S^T q after the update is
+// S'^T q + (q . k) delta, so both products of the old state are read in one pass (the rows
+// weighted by e * b * k and by e * q), and a second pass writes S = Diag(e) S + k delta^T.
 void recur(const Dims& d, const TokenInputs& in, float* S, HeadBuffers& buf, float* o) {
-  const int64_t dv = d.dv;
-  // (5) S' = Diag(e^g) S: key row i fades by e^{g_i}.
-  kernels::exp(in.g, d.dk, buf.ek);
-  for (int i = 0; i < d.dk; ++i)
-    for (int64_t j = 0; j < dv; ++j) S[i * dv + j] *= buf.ek[i];
-  // (6) delta = w * v - S'^T (b * k);  S = S' + k delta^T.
-  float* delta = buf.delta;
-  for (int64_t j = 0; j < dv; ++j) delta[j] = in.w[j] * in.v[j];
-  for (int i = 0; i < d.dk; ++i) kernels::axpy(-in.b[i] * in.k[i], S + i * dv, dv, delta);
-  for (int i = 0; i < d.dk; ++i) kernels::axpy(in.k[i], delta, dv, S + i * dv);
-  // (7) o = S^T q / sqrt(d_k).
-  const float scale = 1.0f / std::sqrt(float(d.dk));
-  std::fill_n(o, dv, 0.0f);
-  for (int i = 0; i < d.dk; ++i) kernels::axpy(in.q[i] * scale, S + i * dv, dv, o);
+  const int64_t dk = d.dk, dv = d.dv;
+  kernels::exp(in.g, dk, buf.ek);
+  for (int64_t i = 0; i < dk; ++i) buf.bk[i] = buf.ek[i] * in.b[i] * in.k[i], buf.qe[i] = buf.ek[i] * in.q[i];
+  // erased = S'^T (b * k), read = S'^T q: the rows of S weighted by bk and qe (two weight
+  // vectors qe - bk apart), up to 64 rows per call.
+  float* erased = buf.delta;
+  float* read = buf.delta + dv;
+  float* delta = buf.delta + 2 * dv;
+  std::fill_n(erased, 2 * dv, 0.0f);
+  constexpr int64_t kList = 64;
+  const float* rows[kList];
+  for (int64_t i0 = 0; i0 < dk; i0 += kList) {
+    const int64_t m = std::min(kList, dk - i0);
+    for (int64_t j = 0; j < m; ++j) rows[j] = S + (i0 + j) * dv;
+    kernels::weighted_sum_tile(buf.bk + i0, buf.qe - buf.bk, 2, {.f32 = rows}, m, dv, erased, dv);
+  }
+  // (6) delta = w * v - S'^T (b * k); (7) o = (S'^T q + (q . k) delta) / sqrt(d_k).
+  const float qk = kernels::dot(in.q, in.k, dk);
+  const float scale = 1.0f / std::sqrt(float(dk));
+  for (int64_t j = 0; j < dv; ++j) {
+    delta[j] = in.w[j] * in.v[j] - erased[j];
+    o[j] = scale * (read[j] + qk * delta[j]);
+  }
+  // (5)-(6) S = Diag(e^g) S + k delta^T.
+  for (int64_t i = 0; i < dk; ++i) kernels::axpby(in.k[i], delta, buf.ek[i], dv, S + i * dv);
 }
 
 // Tokens [t0, t0 + L) of value head h (L <= C) in the WY/UT form. With S0 the chunk-start state
