@@ -122,16 +122,29 @@ LmHeadRead lm_head_logits(const MatrixView& head, const LmHeadPrescore* pre, con
   const float x_norm = float(norm2(x, head.cols) * 1.0001);
   const LmHeadBound terms = lm_head_bound(head);
   const auto bound = [&](int64_t r) { return terms.of(*pre, r, x_norm); };
-  for (int64_t r = 0; r < rows; ++r) s.lower[size_t(r)] = s.prescore[size_t(r)] - bound(r);
-  std::nth_element(s.lower.begin(), s.lower.begin() + (keep - 1), s.lower.begin() + rows, std::greater<float>());
-  const float bar = s.lower[size_t(keep - 1)];
+  // L, the keep-th largest lower bound p_r - b_r, in one pass: the best `keep` so far in a
+  // min-heap (in s.lower), so a row below its least costs one compare. NaN bounds are left out.
+  float* best = s.lower.data();
+  int64_t held = 0;
+  const auto less_first = std::greater<float>();
+  for (int64_t r = 0; r < rows; ++r) {
+    const float lower = s.prescore[size_t(r)] - bound(r);
+    if (held < keep) {
+      if (lower == lower) best[held++] = lower, std::push_heap(best, best + held, less_first);
+    } else if (lower > best[0]) {
+      std::pop_heap(best, best + held, less_first);
+      best[held - 1] = lower;
+      std::push_heap(best, best + held, less_first);
+    }
+  }
+  const float bar = held == keep ? best[0] : NAN;
   // Candidates: every row whose upper bound reaches the keep-th best lower bound.
   int64_t n = 0;
   const int64_t cap = int64_t(s.rescored.size());
   for (int64_t r = 0; r < rows && n <= cap; ++r)
     if (s.prescore[size_t(r)] + bound(r) >= bar) s.candidates[size_t(n++)] = int32_t(r);
   read.bytes = double(q4.bytes());
-  if (n > cap || n == 0) {  // no saving left (or NaN bounds): the exact head
+  if (n > cap || n == 0) {  // no saving left (or NaN bounds, or fewer than keep numbers): the exact head
     kernels::matvec(head, x, logits, pool);
     read.rescored = rows, read.bytes += double(head.bytes());
     return read;
