@@ -31,8 +31,10 @@ void check_weights(const MhcWeights& w, int n, int d, int64_t outputs, size_t al
 
 // s.m[0:outputs) = r vec(x) phi with r = 1 / sqrt(mean(vec(x)^2) + eps): phi^T vec(x) by rows
 // of the transposed copy where the load made one; else the sum of phi's rows weighted by the
-// entries of vec(x), which add_rows forms for any storage type.
-void project(const MhcWeights& w, int n, int d, float eps, const float* streams, MhcScratch& s) {
+// entries of vec(x), which add_rows forms for any storage type. The rows of the transposed
+// copy are the pool's items, each dotted whole: any thread count gives the same bits.
+void project(const MhcWeights& w, int n, int d, float eps, const float* streams, MhcScratch& s,
+             kernels::ThreadPool* pool) {
   const MatrixView& phi = w.phi;
   const int64_t nd = int64_t(n) * d;
   s.reserve(n, d);
@@ -40,7 +42,9 @@ void project(const MhcWeights& w, int n, int d, float eps, const float* streams,
   const double ss = kernels::dot(streams, streams, nd);
   const float r = float(1.0 / std::sqrt(ss / double(nd) + double(eps)));
   if (present(w.phi_t)) {
-    kernels::matvec(w.phi_t, streams, s.m.data());
+    float* m = s.m.data();
+    kernels::run_items(pool, w.phi_t.rows,
+                       [&](int64_t o) { kernels::matvec_range(w.phi_t, streams, nullptr, m, o, o + 1); });
   } else {
     std::fill(s.m.begin(), s.m.begin() + phi.cols, 0.0f);
     kernels::add_rows(phi, s.row_ids.data(), streams, nd, s.m.data(), nullptr);
@@ -90,10 +94,10 @@ void sinkhorn(float* M, int n, int iters) {
 }
 
 void mhc_coefficients(const MhcWeights& w, int n, int d, float eps, int iters, const float* streams, MhcBoundary& b,
-                      MhcScratch& s) {
+                      MhcScratch& s, kernels::ThreadPool* pool) {
   const int64_t outputs = int64_t(n) * n + 2 * n;
   check_weights(w, n, d, outputs, 3, "mHC boundary");
-  project(w, n, d, eps, streams, s);
+  project(w, n, d, eps, streams, s, pool);
   const float* m = s.m.data();
   const float* bias = w.bias.data();
   const float a0 = w.alpha[0], a1 = w.alpha[1], a2 = w.alpha[2];
@@ -127,14 +131,14 @@ void mhc_write(const MhcBoundary& b, int n, int d, const float* f, float* stream
 }
 
 void mhc_readout(StreamReadout readout, const MhcWeights& w, int n, int d, float eps, const float* streams, float* y,
-                 MhcScratch& s, float* weights) {
+                 MhcScratch& s, float* weights, kernels::ThreadPool* pool) {
   s.reserve(n, d);
   float* g = s.old.data();  // n gate values; `old` is free outside mhc_write
   if (readout == StreamReadout::sum) {
     std::fill(g, g + n, 1.0f);
   } else {
     check_weights(w, n, d, n, 1, "mHC read-out");
-    project(w, n, d, eps, streams, s);
+    project(w, n, d, eps, streams, s, pool);
     for (int j = 0; j < n; ++j) g[j] = kernels::sigmoid(w.alpha[0] * s.m[size_t(j)] + w.bias[size_t(j)]) + kMhcReadoutEps;
   }
   std::fill(y, y + d, 0.0f);

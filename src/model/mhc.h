@@ -9,15 +9,17 @@
 //   read:  h = sum_j pre_j x_j            (the caller RMSNorms h and runs the sublayer F)
 //   write: x'_k = post_k f + sum_j C[j,k] x_j,   f = F(RMSNorm(h))
 // Streams start as n copies of the embedding; at the end one vector is read out of them
-// (mhc_readout) before the final norm. Everything here runs on the calling thread: a
-// boundary's work (n d (n^2 + 2n) weights, ~92k for Nenya) is smaller than what a hand-off
-// to the pool would save.
+// (mhc_readout) before the final norm. The projection's rows (n d (n^2 + 2n) weights, ~92k
+// for Nenya, read from memory at every boundary: the layers' weights evict them) are shared
+// among the pool's threads when one is given: on one thread they were 4% of nenya's decode,
+// the other core idle. The rest is a few vectors of width d and runs on the caller.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "config/model_config.h"
+#include "kernels/threads.h"
 #include "model/tensor.h"
 
 namespace wren {
@@ -64,7 +66,7 @@ void sinkhorn(float* M, int n, int iters);
 // pre, post and C of one boundary from the streams ([n][d]); `iters` Sinkhorn rounds.
 // Throws std::runtime_error if the weights' shapes do not match n and d.
 void mhc_coefficients(const MhcWeights& w, int n, int d, float eps, int iters, const float* streams, MhcBoundary& b,
-                      MhcScratch& s);
+                      MhcScratch& s, kernels::ThreadPool* pool = nullptr);
 
 // h = sum_j pre_j x_j.
 void mhc_read(const MhcBoundary& b, int n, int d, const float* streams, float* h);
@@ -78,6 +80,6 @@ void mhc_write(const MhcBoundary& b, int n, int d, const float* f, float* stream
 // `weights` (n values) receives w when not null.
 constexpr float kMhcReadoutEps = 1e-6f;
 void mhc_readout(StreamReadout readout, const MhcWeights& w, int n, int d, float eps, const float* streams, float* y,
-                 MhcScratch& s, float* weights = nullptr);
+                 MhcScratch& s, float* weights = nullptr, kernels::ThreadPool* pool = nullptr);
 
 }  // namespace wren

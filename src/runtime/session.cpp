@@ -250,7 +250,7 @@ const float* Session::sublayer_input(int layer, bool ffn, const MixWeights& mix,
     case ResidualKind::plain:
       return r.x.data();
     case ResidualKind::mhc:
-      mhc_coefficients(mhc, streams_, d_, eps, c.residual.sinkhorn_iters, r.x.data(), boundary, mhc_scratch_);
+      mhc_coefficients(mhc, streams_, d_, eps, c.residual.sinkhorn_iters, r.x.data(), boundary, mhc_scratch_, pool_);
       mhc_read(boundary, streams_, d_, r.x.data(), h_.data());
       return h_.data();
     case ResidualKind::attn_residuals:
@@ -419,7 +419,7 @@ void Session::finish(float* logits) {
     attn_res_mix(m.final_res, sources_, d_, eps, c.norm.unit_offset, mix_weights_.data(), h_.data(), tmp_.data());
     h = h_.data();
   } else if (c.residual.kind == ResidualKind::mhc) {
-    mhc_readout(c.residual.readout, m.final_mhc, streams_, d_, eps, r.x.data(), h_.data(), mhc_scratch_);
+    mhc_readout(c.residual.readout, m.final_mhc, streams_, d_, eps, r.x.data(), h_.data(), mhc_scratch_, nullptr, pool_);
     h = h_.data();
   }
   kernels::rmsnorm(h, m.final_norm.data(), d_, eps, c.norm.unit_offset, xn_.data());
