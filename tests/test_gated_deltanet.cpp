@@ -272,6 +272,7 @@ TEST(GdnDecode, MatchesNaiveEquations) {
       {"gdn2", spec(MixerKind::gdn2, 2, 2, 16, 8)},
       {"gdn2 h_v = 2 h, low-rank gates", spec(MixerKind::gdn2, 2, 4, 16, 12, 6, 5)},
       {"gdn2 conv_kernel 2", spec(MixerKind::gdn2, 1, 1, 8, 8, 3, 0, 2)},
+      {"gdn2 d_k = 80: the decode reads S in lists of 64 rows", spec(MixerKind::gdn2, 1, 1, 80, 8)},
       {"gdn", spec(MixerKind::gdn, 2, 2, 16, 8)},
       {"gdn h_v = 2 h, low-rank output gate", spec(MixerKind::gdn, 2, 4, 8, 16, 0, 7)},
   };

@@ -117,24 +117,27 @@ void project(const MatrixView& w, const float* x, int64_t T, float* y, kernels::
 
 // (1) SiLU(causal depthwise conv). `in` holds [K-1 + T][C]: the K-1 previous inputs, then the
 // T current ones, so input row t + j is token t - (K-1) + j, which tap j of channel c weights:
-//   out[t][c] = SiLU(sum_j conv[c][j] in[t + j][c]).
-void short_conv(const float* in, const Vec& conv, int64_t C, int K, int64_t T, float* out) {
+//   out[t][c] = SiLU(sum_j conv[c][j] in[t + j][c]), for the channels c of [c0, c1).
+void short_conv(const float* in, const Vec& conv, int64_t C, int K, int64_t T, int64_t c0, int64_t c1, float* out) {
   for (int64_t t = 0; t < T; ++t) {
     float* y = out + t * C;
-    std::fill(y, y + C, 0.0f);
+    std::fill(y + c0, y + c1, 0.0f);
     for (int j = 0; j < K; ++j) {
       const float* xj = in + (t + j) * C;
-      for (int64_t c = 0; c < C; ++c) y[c] += conv[size_t(c * K + j)] * xj[c];
+      for (int64_t c = c0; c < c1; ++c) y[c] += conv[size_t(c * K + j)] * xj[c];
     }
-    kernels::silu(y, C, y);
+    kernels::silu(y + c0, c1 - c0, y + c0);
   }
 }
 
-// The tail's K-1 rows go before the projections; afterwards the window's last K-1 rows are
-// the new tail.
-void load_tail(const std::vector<float>& tail, float* in) { std::copy(tail.begin(), tail.end(), in); }
-void store_tail(const float* in, int64_t T, int64_t C, std::vector<float>& tail) {
-  std::copy(in + T * C, in + T * C + int64_t(tail.size()), tail.begin());
+// One input's conv over channels [c0, c1): the tail's K-1 rows go before the projections
+// (which project_inputs wrote after them); afterwards the window's last K-1 rows are the new
+// tail. Channels are independent, so disjoint ranges may run on different threads.
+void convolve_channels(std::vector<float>& tail, float* in, const Vec& conv, int64_t C, int K, int64_t T, int64_t c0,
+                       int64_t c1, float* out) {
+  for (int64_t j = 0; j + 1 < K; ++j) std::copy(tail.data() + j * C + c0, tail.data() + j * C + c1, in + j * C + c0);
+  short_conv(in, conv, C, K, T, c0, c1, out);
+  for (int64_t j = 0; j + 1 < K; ++j) std::copy(in + (T + j) * C + c0, in + (T + j) * C + c1, tail.data() + j * C + c0);
 }
 
 // A projection of x: y = W x, or W_b (W_a x) when it is low-rank (then `low_rank` holds W_a x).
@@ -181,22 +184,22 @@ void project_inputs(const GdnWeights& w, const Dims& d, const float* x, int64_t 
   run_batch_products(std::span(batch, size_t(3 + n)), pool);
 }
 
-// (1) q, k, v = SiLU(Conv1d(W x)), then q, k scaled to unit length per head; advances the tails.
-// The tails fill the rows before the projections (which project_inputs wrote after them).
-void convolve_inputs(const GdnWeights& w, const Dims& d, int64_t T, GdnState& st, GdnScratch& s) {
-  load_tail(st.conv_q, s.q_in.data());
-  load_tail(st.conv_k, s.k_in.data());
-  load_tail(st.conv_v, s.v_in.data());
-  short_conv(s.q_in.data(), w.conv_q, d.cqk, d.K, T, s.q.data());
-  short_conv(s.k_in.data(), w.conv_k, d.cqk, d.K, T, s.k.data());
-  short_conv(s.v_in.data(), w.conv_v, d.cv, d.K, T, s.v.data());
-  store_tail(s.q_in.data(), T, d.cqk, st.conv_q);
-  store_tail(s.k_in.data(), T, d.cqk, st.conv_k);
-  store_tail(s.v_in.data(), T, d.cv, st.conv_v);
-  for (int64_t i = 0; i < T * d.hq; ++i) {
-    kernels::l2_normalize(s.q.data() + i * d.dk, d.dk, kL2Eps, s.q.data() + i * d.dk);
-    kernels::l2_normalize(s.k.data() + i * d.dk, d.dk, kL2Eps, s.k.data() + i * d.dk);
-  }
+// (1) q, k, v = SiLU(Conv1d(W x)), then q, k scaled to unit length per head, for query/key
+// heads [g0, g1) and their value heads; advances those channels' tails.
+void convolve_heads(const GdnWeights& w, const Dims& d, int64_t T, int64_t g0, int64_t g1, GdnState& st,
+                    GdnScratch& s) {
+  const int64_t value_channels = int64_t(d.group) * d.dv;  // of one query/key head
+  convolve_channels(st.conv_q, s.q_in.data(), w.conv_q, d.cqk, d.K, T, g0 * d.dk, g1 * d.dk, s.q.data());
+  convolve_channels(st.conv_k, s.k_in.data(), w.conv_k, d.cqk, d.K, T, g0 * d.dk, g1 * d.dk, s.k.data());
+  convolve_channels(st.conv_v, s.v_in.data(), w.conv_v, d.cv, d.K, T, g0 * value_channels, g1 * value_channels,
+                    s.v.data());
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t g = g0; g < g1; ++g) {
+      float* q = s.q.data() + (t * d.hq + g) * d.dk;
+      float* k = s.k.data() + (t * d.hq + g) * d.dk;
+      kernels::l2_normalize(q, d.dk, kL2Eps, q);
+      kernels::l2_normalize(k, d.dk, kL2Eps, k);
+    }
 }
 
 // (2)-(4) and the output gate of (8) for value head h of token t, in place over their
@@ -409,13 +412,16 @@ void gdn_decode(const GdnWeights& w, const MixerSpec& m, const ModelConfig& c, c
   check(m, d, state, s, 1);
   const int64_t rank = std::max(m.gate_rank, m.out_gate_rank);
   project_inputs(w, d, x, 1, s, rank, pool);
-  convolve_inputs(w, d, 1, state, s);
-  kernels::run_items(pool, d.hv, [&](int64_t h) {
-    head_low_rank(w, d, s, rank, int(h));
-    head_gates(w, d, 1, 0, int(h), s);
-    HeadBuffers buf = head_buffers(s, d, int(h));
-    recur(d, inputs(s, d, 0, int(h)), state.S.data() + h * d.dk * d.dv, buf, s.o.data() + h * d.dv);
-    gate_head_output(w, c, d, 0, int(h), s);
+  // An item per query/key head: its channels' conv, then each of its value heads' step.
+  kernels::run_items(pool, d.hq, [&](int64_t g) {
+    convolve_heads(w, d, 1, g, g + 1, state, s);
+    for (int h = int(g) * d.group; h < int(g + 1) * d.group; ++h) {
+      head_low_rank(w, d, s, rank, h);
+      head_gates(w, d, 1, 0, h, s);
+      HeadBuffers buf = head_buffers(s, d, h);
+      recur(d, inputs(s, d, 0, h), state.S.data() + int64_t(h) * d.dk * d.dv, buf, s.o.data() + int64_t(h) * d.dv);
+      gate_head_output(w, c, d, 0, h, s);
+    }
   });
   const Product output{w.wo, s.o.data(), out};
   run_products(std::span(&output, 1), pool);
@@ -431,7 +437,7 @@ void gdn_prefill(const GdnWeights& w, const MixerSpec& m, const ModelConfig& c, 
   for (int64_t t0 = 0; t0 < T; t0 += piece) {
     const int64_t n = std::min(piece, T - t0);
     project_inputs(w, d, x + t0 * c.d_model, n, s, rank, pool);
-    convolve_inputs(w, d, n, state, s);
+    convolve_heads(w, d, n, 0, d.hq, state, s);
     prepare_gates(w, d, n, s, rank, pool);
     kernels::parallel_rows(pool, d.hv, 1, [&](int64_t h0, int64_t h1) {
       for (int64_t h = h0; h < h1; ++h) {
