@@ -108,6 +108,29 @@ void RegisterMatmul() {
           ->Args({64, 1})->Args({256, 1})->Args({256, 2})->ArgNames({"tokens", "threads"})->UseRealTime();
 }
 
+// ReLU^2 down rows, y += sum_i c_i W[r_i, :] over the fired rows (add_rows on one thread, as
+// each of relu2_down's items runs it). Args: rows of W (a q8 [rows][2048] matrix: 512 rows
+// sit in L2, 16384 rows are read from memory), fired share in percent. Bytes: the fired rows
+// and their scales.
+void BM_AddRows(benchmark::State& state) {
+  const int64_t rows = state.range(0), cols = 2048, percent = state.range(1);
+  const Matrix m = encode_matrix(random_vector(rows * cols, 1).data(), rows, cols, DType::q8, 32);
+  std::vector<int32_t> fired;
+  std::mt19937 rng(3);
+  for (int64_t r = 0; r < rows; ++r)
+    if (int64_t(rng() % 100) < percent) fired.push_back(int32_t(r));
+  const auto coeffs = random_vector(int64_t(fired.size()), 2);
+  std::vector<float> y(static_cast<size_t>(cols));
+  for (auto _ : state) {
+    add_rows(m.view(), fired.data(), coeffs.data(), int64_t(fired.size()), y.data(), nullptr);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(fired.size()) * m.view().row_bytes() +
+                          int64_t(state.iterations()) * int64_t(fired.size()) * (cols / 32) * 2);
+  state.SetLabel(std::string("q8 ") + active_target());
+}
+BENCHMARK(BM_AddRows)->Args({512, 50})->Args({16384, 50})->Args({16384, 100})->ArgNames({"rows", "fired"})->UseRealTime();
+
 }  // namespace
 
 int main(int argc, char** argv) {
