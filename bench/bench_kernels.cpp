@@ -109,12 +109,12 @@ void RegisterMatmul() {
 }
 
 // ReLU^2 down rows, y += sum_i c_i W[r_i, :] over the fired rows (add_rows on one thread, as
-// each of relu2_down's items runs it). Args: rows of W (a q8 [rows][2048] matrix: 512 rows
-// sit in L2, 16384 rows are read from memory), fired share in percent. Bytes: the fired rows
-// and their scales.
-void BM_AddRows(benchmark::State& state) {
+// each of relu2_down's items runs it). Args: rows of W (a q8 / q4 [rows][2048] matrix: 512
+// rows sit in L2, 16384 rows are read from memory), fired share in percent. Bytes: the fired
+// rows and their scales.
+void BM_AddRows(benchmark::State& state, DType type) {
   const int64_t rows = state.range(0), cols = 2048, percent = state.range(1);
-  const Matrix m = encode_matrix(random_vector(rows * cols, 1).data(), rows, cols, DType::q8, 32);
+  const Matrix m = encode_matrix(random_vector(rows * cols, 1).data(), rows, cols, type, 32);
   std::vector<int32_t> fired;
   std::mt19937 rng(3);
   for (int64_t r = 0; r < rows; ++r)
@@ -127,9 +127,10 @@ void BM_AddRows(benchmark::State& state) {
   }
   state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(fired.size()) * m.view().row_bytes() +
                           int64_t(state.iterations()) * int64_t(fired.size()) * (cols / 32) * 2);
-  state.SetLabel(std::string("q8 ") + active_target());
+  state.SetLabel(std::string(to_string(type)) + " " + active_target());
 }
-BENCHMARK(BM_AddRows)->Args({512, 50})->Args({16384, 50})->Args({16384, 100})->ArgNames({"rows", "fired"})->UseRealTime();
+BENCHMARK_CAPTURE(BM_AddRows, q8, DType::q8)->Args({512, 50})->Args({16384, 50})->Args({16384, 100})->ArgNames({"rows", "fired"})->UseRealTime();
+BENCHMARK_CAPTURE(BM_AddRows, q4, DType::q4)->Args({512, 50})->Args({16384, 50})->Args({16384, 100})->ArgNames({"rows", "fired"})->UseRealTime();
 
 }  // namespace
 

@@ -101,11 +101,12 @@ TEST(KernelsAddRows, MatchesReference) {
   // Rows in arbitrary order, one repeated; the rest (the neurons that did not fire) unread.
   const std::vector<int32_t> list = {5, 0, 40, 17, 5, 33, 2};
   const std::vector<float> coeffs = {0.5f, -1.25f, 2.0f, 0.125f, 3.0f, -0.75f, 1.0f};
-  // Rows of many groups too: the q8 rows' group scales are widened a vector at a time, in
+  // Rows of many groups too: the q8 / q4 rows' group scales are widened a vector at a time, in
   // spans of 64 groups (150 groups: two whole spans and a part, with a vector's remainder).
   std::vector<Case> cases = matrix_cases();
   cases.push_back({DType::q8, 32 * 150, 32});
   cases.push_back({DType::q8, 20 * 70, 20});
+  cases.push_back({DType::q4, 32 * 150, 32});
   for_each_target([&] {
     for (const Case& c : cases) {
       SCOPED_TRACE(name(c));

@@ -159,51 +159,97 @@ void Axpby(float a, const float* x, float b, int64_t n, float* y) {
   for (; i < n; ++i) y[i] = a * x[i] + b * y[i];
 }
 
-// Four q8 rows of AddRowsRange at once: each vector of y is loaded and stored once per four
-// rows, its four multiply-adds in row order, so every y[i] takes the same steps as one row
-// at a time (the same bits) with a quarter of y's loads and stores. The products
-// coeff x group scale are formed first for a span of groups, the f16 scales widened N at a
-// time (F16C / FP16 lanes): one scalar conversion per group and row cost more than the
-// group's multiply-adds (12 GB/s from L2 at 1 thread on AVX3).
-void AddQ8Rows4(const MatrixView& w, const int32_t* rows, const float* coeffs, float* y, int64_t c0, int64_t c1) {
+// Four q8 / q4 rows of AddRowsRange at once: each vector of y is loaded and stored once per
+// four rows, its four multiply-adds in row order, so every y[i] takes the same steps as one
+// row at a time (the same bits) with a quarter of y's loads and stores (and, for q4, of the
+// interleaving of y into even and odd columns). The products coefficient x group scale are
+// formed first for a span of groups, the f16 scales widened N at a time (F16C / FP16 lanes):
+// a scalar conversion per group and row cost more than the group's multiply-adds (q8: 12.0
+// against 18.1 GB/s from L2 at 1 thread on AVX3, BM_AddRows).
+constexpr int64_t kSpanGroups = 64;
+
+// a[j][g] = coeffs[j] s_j[s0 + g] for g < n, s_j row j's scales from the range's first group.
+void ScaledGroups4(const F16* const* scale, const float* coeffs, int64_t s0, int64_t n, float (*a)[kSpanGroups]) {
   const DF d;
   const hn::Rebind<hwy::float16_t, DF> d16;
   const int64_t N = int64_t(hn::Lanes(d));
-  constexpr int64_t kSpan = 64;  // groups per span
-  const int8_t* q[4];
+  for (int j = 0; j < 4; ++j) {
+    const F16* sj = scale[j] + s0;
+    const VF vc = hn::Set(d, coeffs[j]);
+    int64_t g = 0;
+    for (; g + N <= n; g += N)
+      hn::Store(hn::Mul(vc, hn::PromoteTo(d, hn::LoadU(d16, reinterpret_cast<const hwy::float16_t*>(sj + g)))), d,
+                a[j] + g);
+    for (; g < n; ++g) a[j][g] = coeffs[j] * f16_to_f32(sj[g]);
+  }
+}
+
+// The coefficient x group scale of four rows, a span of groups at a time: a[j][g] for the
+// span's group g, once fill(s0) has formed the span that starts at the range's group s0.
+struct ScaledGroups {
   const F16* scale[4];
-  for (int j = 0; j < 4; ++j) q[j] = w.q8_row(rows[j]), scale[j] = w.row_scales(rows[j]) + c0 / w.group;
-  HWY_ALIGN float a[4][kSpan];  // coefficient x group scale
-  const int64_t groups = (c1 - c0) / w.group;
-  for (int64_t s0 = 0; s0 < groups; s0 += kSpan) {
-    const int64_t n = std::min(kSpan, groups - s0);
-    for (int j = 0; j < 4; ++j) {
-      const F16* sj = scale[j] + s0;
-      const VF vc = hn::Set(d, coeffs[j]);
-      int64_t g = 0;
-      for (; g + N <= n; g += N)
-        hn::Store(hn::Mul(vc, hn::PromoteTo(d, hn::LoadU(d16, reinterpret_cast<const hwy::float16_t*>(sj + g)))), d,
-                  a[j] + g);
-      for (; g < n; ++g) a[j][g] = coeffs[j] * f16_to_f32(sj[g]);
-    }
-    for (int64_t g = 0; g < n; ++g) {
+  const float* coeffs;
+  HWY_ALIGN float a[4][kSpanGroups];
+  ScaledGroups(const MatrixView& w, const int32_t* rows, const float* c, int64_t c0) : coeffs(c) {
+    for (int j = 0; j < 4; ++j) scale[j] = w.row_scales(rows[j]) + c0 / w.group;
+  }
+  int64_t fill(int64_t s0, int64_t groups) {  // the span's length
+    const int64_t n = std::min(kSpanGroups, groups - s0);
+    ScaledGroups4(scale, coeffs, s0, n, a);
+    return n;
+  }
+};
+
+void AddQ8Rows4(const MatrixView& w, const int32_t* rows, const float* coeffs, float* y, int64_t c0, int64_t c1) {
+  const DF d;
+  const int64_t N = int64_t(hn::Lanes(d)), groups = (c1 - c0) / w.group;
+  const int8_t* q[4];
+  for (int j = 0; j < 4; ++j) q[j] = w.q8_row(rows[j]);
+  ScaledGroups sg(w, rows, coeffs, c0);
+  for (int64_t s0 = 0; s0 < groups; s0 += kSpanGroups)
+    for (int64_t g = 0, n = sg.fill(s0, groups); g < n; ++g) {
       const int64_t g0 = c0 + (s0 + g) * w.group;
       int64_t i = g0;
       for (; i + N <= g0 + w.group; i += N) {  // (no arrays of vectors: SVE's are sizeless)
         VF acc = hn::LoadU(d, y + i);
-        for (int j = 0; j < 4; ++j) acc = hn::MulAdd(hn::Set(d, a[j][g]), LoadQ8(q[j] + i), acc);
+        for (int j = 0; j < 4; ++j) acc = hn::MulAdd(hn::Set(d, sg.a[j][g]), LoadQ8(q[j] + i), acc);
         hn::StoreU(acc, d, y + i);
       }
       for (; i < g0 + w.group; ++i)
-        for (int j = 0; j < 4; ++j) y[i] += a[j][g] * float(q[j][i]);
+        for (int j = 0; j < 4; ++j) y[i] += sg.a[j][g] * float(q[j][i]);
     }
-  }
+}
+
+void AddQ4Rows4(const MatrixView& w, const int32_t* rows, const float* coeffs, float* y, int64_t c0, int64_t c1) {
+  const DF d;
+  const int64_t N = int64_t(hn::Lanes(d)), groups = (c1 - c0) / w.group;
+  const uint8_t* q[4];
+  for (int j = 0; j < 4; ++j) q[j] = w.q4_row(rows[j]);
+  ScaledGroups sg(w, rows, coeffs, c0);
+  for (int64_t s0 = 0; s0 < groups; s0 += kSpanGroups)
+    for (int64_t g = 0, n = sg.fill(s0, groups); g < n; ++g) {
+      const int64_t g0 = c0 + (s0 + g) * w.group;
+      int64_t i = g0;
+      for (; i + 2 * N <= g0 + w.group; i += 2 * N) {  // y's even and odd columns
+        VF ye, yo;
+        hn::LoadInterleaved2(d, y + i, ye, yo);
+        for (int j = 0; j < 4; ++j) {
+          VF we, wo;
+          LoadQ4(q[j] + i / 2, we, wo);
+          const VF va = hn::Set(d, sg.a[j][g]);
+          ye = hn::MulAdd(va, we, ye), yo = hn::MulAdd(va, wo, yo);
+        }
+        hn::StoreInterleaved2(ye, yo, d, y + i);
+      }
+      for (; i < g0 + w.group; ++i)
+        for (int j = 0; j < 4; ++j) y[i] += sg.a[j][g] * float(Nibble(q[j], i));
+    }
 }
 
 // y[c0:c1) += sum_i coeffs[i] W[rows[i], c0:c1). For q8/q4, c0 and c1 are group bounds and
 // each group is one f32 axpy: y += (coeff s_g) q, the int8 or nibble values widened in SIMD
-// registers (q4: low nibbles to even columns, high to odd, through interleaved y); q8 rows
-// four at a time (AddQ8Rows4), then the rest.
+// registers (q4: low nibbles to even columns, high to odd, through interleaved y); q8 and
+// q4 rows four at a time (AddQ8Rows4, AddQ4Rows4), then the rest.
 void AddRowsRange(const MatrixView& w, const int32_t* rows, const float* coeffs, int64_t n_rows,
                   float* y, int64_t c0, int64_t c1) {
   const DF d;
@@ -211,6 +257,8 @@ void AddRowsRange(const MatrixView& w, const int32_t* rows, const float* coeffs,
   int64_t k = 0;
   if (w.type == DType::q8)
     for (; k + 4 <= n_rows; k += 4) AddQ8Rows4(w, rows + k, coeffs + k, y, c0, c1);
+  if (w.type == DType::q4)
+    for (; k + 4 <= n_rows; k += 4) AddQ4Rows4(w, rows + k, coeffs + k, y, c0, c1);
   for (; k < n_rows; ++k) {
     const int64_t r = rows[k];
     const float c = coeffs[k];
