@@ -226,7 +226,7 @@ TEST(KernelsVector, DotAxpyAndAxpbyMatchReference) {
       ref::axpy(-0.3f, a.data(), n, y_ref.data());
       for (int64_t i = 0; i < n; ++i)
         ASSERT_NEAR(y[size_t(i)], y_ref[size_t(i)], 1e-6f * (std::fabs(y_ref[size_t(i)]) + 1)) << n;
-      // y = a x + b y: both terms kept (b = 0 must drop y, b = 1 must keep it whole).
+      // y = a x + b y, b = 0 and 1 among the coefficients (finite y: 0 * y is 0).
       for (const float b_coeff : {0.0f, 1.0f, 0.37f}) {
         auto z = randn(n, rng), z_ref = z;
         axpby(1.7f, a.data(), b_coeff, n, z.data());

@@ -113,6 +113,27 @@ TEST(LmHead, TopKeepRowsAreTheExactHeadsAndTheRestMinusInfinity) {
     }
 }
 
+// A NaN bound on one row (its c_r made NaN) sends the token to the exact head: that row's
+// logit is the exact head's, not dropped to -inf with the rows that cannot win.
+TEST(LmHead, ANanBoundRunsTheExactHead) {
+  Case c = make_case(4099, 128, DType::q8, 3);
+  const kernels::MatrixView head = c.head.view();
+  auto pre = make_lm_head_prescore(head);
+  LmHeadScratch s;
+  s.reserve(head);
+  std::vector<float> got(size_t(head.rows));
+  const int64_t row = 700;
+  const LmHeadRead clean = lm_head_logits(head, pre.get(), {.prescore = true, .keep = 1}, c.x.data(), got.data(), s, nullptr);
+  ASSERT_TRUE(clean.prescored);
+  ASSERT_EQ(got[size_t(row)], -INFINITY);  // pruned while its bound is a number
+  // make_lm_head_prescore made the object non-const: writing through the cast is defined.
+  const_cast<LmHeadPrescore&>(*pre).c[size_t(row)] = NAN;
+  const LmHeadRead read = lm_head_logits(head, pre.get(), {.prescore = true, .keep = 1}, c.x.data(), got.data(), s, nullptr);
+  EXPECT_FALSE(read.prescored);
+  EXPECT_EQ(read.rescored, head.rows);
+  EXPECT_EQ(got, exact(head, c.x));
+}
+
 // A head with its decode-order copy (kernels::pack_for_dot, as load_model makes): the
 // rescored candidates are gathered from both copies, so their logits stay bit for bit the
 // exact (packed) head's; rescoring from the wrong rows of the copy would change them.

@@ -59,8 +59,8 @@ struct HeadBuffers {
   float* P;      // [C]: row r of (Q K^T * Gamma), lower including the diagonal
   float* delta;  // [C][d_v]: the corrections w * v - S'^T (b * k) (V' of the WY form); decode: erased, read, delta
   float* ek;     // [d_k]: e^{gamma} (decode: e^g)
-  float* bk;     // [d_k]: b * k (times e^{gamma_r} in prefill)
-  float* qe;     // [d_k]: e^{gamma_r} * q_r
+  float* bk;     // [d_k]: b * k (times e^{gamma_r} in prefill, e^g in decode)
+  float* qe;     // [d_k]: e^{gamma_r} * q_r (decode: e^g * q)
 };
 
 int64_t head_floats(const Dims& d) { return int64_t(kChunk) * d.dk + 2 * kChunk + int64_t(kChunk) * d.dv + 3 * d.dk; }
@@ -276,8 +276,9 @@ TokenInputs inputs(const GdnScratch& s, const Dims& d, int64_t t, int h) {
 
 // One token of value head h: equations (5)-(7) on S [d_k][d_v], o [d_v], in two passes over S.
 // With e = e^g, S'^T (b * k) = S^T (e * b * k), and S^T q after the update is
-// S'^T q + (q . k) delta, so both products of the old state are read in one pass (the rows
-// weighted by e * b * k and by e * q), and a second pass writes S = Diag(e) S + k delta^T.
+// S'^T q + (q . k) delta, so both products come from the old state: S is streamed once, a
+// list of 64 rows at a time weighted by e * b * k and then again (from L1 / L2) by e * q, and
+// a second pass writes S = Diag(e) S + k delta^T.
 void recur(const Dims& d, const TokenInputs& in, float* S, HeadBuffers& buf, float* o) {
   const int64_t dk = d.dk, dv = d.dv;
   kernels::exp(in.g, dk, buf.ek);
@@ -403,9 +404,9 @@ void GdnScratch::reserve(const MixerSpec& m, int /*d_model*/, int64_t tokens) {
   if (gamma.size() < z.gamma) gamma.resize(z.gamma);
 }
 
-// Three regions: every projection of x (model/region.h); the value heads, each with its rows
-// of the low-rank gates, its gates, its recurrence step and its output gate; W_o. The convs
-// and norms between run on the caller.
+// Three regions: every projection of x (model/region.h); an item per query/key head, with its
+// channels' convs and L2 norms, then each of its value heads' rows of the low-rank gates, gates,
+// recurrence step and output gate; W_o.
 void gdn_decode(const GdnWeights& w, const MixerSpec& m, const ModelConfig& c, const float* x, GdnState& state,
                 GdnScratch& s, float* out, kernels::ThreadPool* pool) {
   const Dims d = dims_of(m);

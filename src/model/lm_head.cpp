@@ -123,12 +123,15 @@ LmHeadRead lm_head_logits(const MatrixView& head, const LmHeadPrescore* pre, con
   const LmHeadBound terms = lm_head_bound(head);
   const auto bound = [&](int64_t r) { return terms.of(*pre, r, x_norm); };
   // L, the keep-th largest lower bound p_r - b_r, in one pass: the best `keep` so far in a
-  // min-heap (in s.lower), so a row below its least costs one compare. NaN bounds are left out.
+  // min-heap (in s.lower), so a row below its least costs one compare. A NaN bound (a NaN in x
+  // or in the head) sends the token to the exact head, whose logits then carry the NaN.
   float* best = s.lower.data();
   int64_t held = 0;
+  bool nan = false;
   const auto less_first = std::greater<float>();
   for (int64_t r = 0; r < rows; ++r) {
     const float lower = s.prescore[size_t(r)] - bound(r);
+    nan |= lower != lower;
     if (held < keep) {
       if (lower == lower) best[held++] = lower, std::push_heap(best, best + held, less_first);
     } else if (lower > best[0]) {
@@ -137,14 +140,14 @@ LmHeadRead lm_head_logits(const MatrixView& head, const LmHeadPrescore* pre, con
       std::push_heap(best, best + held, less_first);
     }
   }
-  const float bar = held == keep ? best[0] : NAN;
+  const float bar = held == keep && !nan ? best[0] : NAN;
   // Candidates: every row whose upper bound reaches the keep-th best lower bound.
   int64_t n = 0;
   const int64_t cap = int64_t(s.rescored.size());
   for (int64_t r = 0; r < rows && n <= cap; ++r)
     if (s.prescore[size_t(r)] + bound(r) >= bar) s.candidates[size_t(n++)] = int32_t(r);
   read.bytes = double(q4.bytes());
-  if (n > cap || n == 0) {  // no saving left (or NaN bounds, or fewer than keep numbers): the exact head
+  if (n > cap || n == 0) {  // no saving left (or a NaN bound): the exact head
     kernels::matvec(head, x, logits, pool);
     read.rescored = rows, read.bytes += double(head.bytes());
     return read;

@@ -41,7 +41,7 @@ void project(const MhcWeights& w, int n, int d, float eps, const float* streams,
   if (s.m.size() < size_t(phi.cols)) s.m.resize(size_t(phi.cols));
   const double ss = kernels::dot(streams, streams, nd);
   const float r = float(1.0 / std::sqrt(ss / double(nd) + double(eps)));
-  if (present(w.phi_t)) {
+  if (present(w.phi_t)) {  // f32 or bf16 (model.cpp): matvec_range needs no quantised x
     float* m = s.m.data();
     kernels::run_items(pool, w.phi_t.rows,
                        [&](int64_t o) { kernels::matvec_range(w.phi_t, streams, nullptr, m, o, o + 1); });
