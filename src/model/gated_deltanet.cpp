@@ -57,7 +57,8 @@ struct HeadBuffers {
   float* E;      // [C][d_k]: e^{gamma_r - gamma_s} * k_s for the current r
   float* A;      // [C]: row r of StrictLower(diag(b) K K^T * Gamma), erase-weighted
   float* P;      // [C]: row r of (Q K^T * Gamma), lower including the diagonal
-  float* delta;  // [C][d_v]: the corrections w * v - S'^T (b * k) (V' of the WY form); decode: erased, read, delta
+  float* delta;  // [C][d_v]: the corrections w * v - S'^T (b * k) (V' of the WY form);
+                 // decode: rows 0-2 hold S'^T (b * k), S'^T q and delta
   float* ek;     // [d_k]: e^{gamma} (decode: e^g)
   float* bk;     // [d_k]: b * k (times e^{gamma_r} in prefill, e^g in decode)
   float* qe;     // [d_k]: e^{gamma_r} * q_r (decode: e^g * q)

@@ -129,11 +129,12 @@ LmHeadRead lm_head_logits(const MatrixView& head, const LmHeadPrescore* pre, con
   int64_t held = 0;
   bool nan = false;
   const auto less_first = std::greater<float>();
-  for (int64_t r = 0; r < rows; ++r) {
+  for (int64_t r = 0; r < rows && !nan; ++r) {
     const float lower = s.prescore[size_t(r)] - bound(r);
-    nan |= lower != lower;
-    if (held < keep) {
-      if (lower == lower) best[held++] = lower, std::push_heap(best, best + held, less_first);
+    if (lower != lower) {
+      nan = true;
+    } else if (held < keep) {
+      best[held++] = lower, std::push_heap(best, best + held, less_first);
     } else if (lower > best[0]) {
       std::pop_heap(best, best + held, less_first);
       best[held - 1] = lower;
