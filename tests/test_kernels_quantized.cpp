@@ -61,7 +61,7 @@ TEST(KernelsQuantizeActivation, FollowsItsDefinition) {
   std::mt19937 rng(31);
   QuantizedActivation xq;
   for (int group : {32, 20, 128})
-    for (int64_t n : {int64_t(group), int64_t(group) * 5, int64_t(group) * 16}) {
+    for (int64_t n : {int64_t(group), int64_t(group) * 5, int64_t(group) * 16, int64_t(group) * 30}) {
       SCOPED_TRACE("G " + std::to_string(group) + " n " + std::to_string(n));
       auto x = randn(n, rng, 3.0f);
       std::fill(x.begin(), x.begin() + group, 0.0f);  // an all-zero group: s = 0, q = 0
@@ -88,10 +88,11 @@ TEST(KernelsQuantizeActivation, FollowsItsDefinition) {
         EXPECT_EQ(xq.sums[size_t(g)], sum) << "group " << g;
       }
       EXPECT_EQ(xq.scales[0], 0.0f);
-      if (group == 32) {  // decode order: word k of group l at place 8 k + l; the tail as stored
+      if (group == 32) {  // decode order: per 8 groups (the tail's m < 8 last), word k of group l at place m k + l
         for (int64_t c = 0; c < n; ++c) {
-          const int64_t b = c / 256 * 256, word = (c % 256) / 4, k = word / 8, l = word % 8;
-          const int64_t from = b + 256 > n ? c : b + 32 * l + 4 * k + c % 4;
+          const int64_t b = c / 256 * 256, m = std::min<int64_t>(8, (n - b) / 32);
+          const int64_t word = (c - b) / 4, k = word / m, l = word % m;
+          const int64_t from = b + 32 * l + 4 * k + c % 4;
           ASSERT_EQ(xq.q_lanes[size_t(c)], xq.q[size_t(from)]) << "col " << c;
           ASSERT_EQ(xq.q_nibble_lanes[size_t(c)], xq.q_nibble_order[size_t(from)]) << "col " << c;
         }
@@ -178,8 +179,8 @@ TEST(KernelsQuantizedDot, EveryPathMatchesTheExactSum) {
 // Packed weights (decode order, pack_for_dot): the x86 paths read only the packed copy, so
 // the stored values they must not read are poisoned (every byte 0x5A, a matrix whose dots
 // differ); every path still matches the exact sum of the true matrix. Shapes: one and
-// several 256-column blocks, with and without a tail of 1-7 groups (960 = 3 blocks and 6
-// groups, as nenya's d), tails alone, row counts off the multi-row blocks; values: random, and the
+// several 256-column blocks, with and without a tail of each length 1-7 groups (960 = 3
+// blocks and 6 groups, as nenya's d; odd tails end q4's in half a register), tails alone, row counts off the multi-row blocks; values: random, and the
 // extremes that would overflow an int16 pair sum or a biased byte (q4 nibbles all 15 or all
 // 0, q8 values +-127, x at +-127 in every lane).
 TEST(KernelsPackedDot, EveryPathReadsThePackedCopyAndMatchesTheExactSum) {
@@ -193,8 +194,8 @@ TEST(KernelsPackedDot, EveryPathReadsThePackedCopyAndMatchesTheExactSum) {
   std::vector<Case> cases;
   for (DType t : {DType::q8, DType::q4}) {
     for (int64_t rows : {1, 5, 13})
-      for (int64_t cols : {256, 768, 2048, 32, 224, 288, 960}) cases.push_back({t, rows, cols, -1, 0.0f});
-    for (int64_t cols : {512, 480}) {
+      for (int64_t cols : {256, 768, 2048, 32, 224, 288, 320, 352, 384, 416, 960}) cases.push_back({t, rows, cols, -1, 0.0f});
+    for (int64_t cols : {512, 480, 416}) {
       cases.push_back({t, 6, cols, t == DType::q4 ? 0xFF : 127, 3.0f});
       cases.push_back({t, 6, cols, t == DType::q4 ? 0x00 : -127, 3.0f});
       cases.push_back({t, 6, cols, t == DType::q4 ? 0xFF : 127, -3.0f});

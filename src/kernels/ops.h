@@ -59,7 +59,7 @@ struct QuantizedActivation {
   // its 16 odd columns (low nibbles then high nibbles of 16 bytes). Filled when G % 32 == 0.
   std::vector<int8_t> q_nibble_order;
   // [n] q and q_nibble_order in decode order (pack_for_dot below), for packed q8 and q4
-  // weights: whole 256-column blocks transposed, the tail as in q / q_nibble_order.
+  // weights: whole 256-column blocks transposed, and the tail of T < 8 groups as well.
   // Filled when G == 32.
   std::vector<int8_t> q_lanes, q_nibble_lanes;
   std::vector<float> scales;    // [n / G] s_g
@@ -105,8 +105,9 @@ void matmul_range(const MatrixView& w, const ActivationBatch& x, float* y, int64
 // 256-bit load then holds 4 bytes of each of the 8 groups, so lane l of the int32 sums is
 // group l's sum, and a row's sums are converted and scaled by s_w s_x once per 8 groups (one
 // convert, one FMA) instead of once per group. The row's last cols % 256 columns (the tail,
-// fewer than 8 groups: nenya's d = 960 is 3 blocks and 6 groups) stay in stored order after
-// the blocks and are dotted group by group. The activation is arranged the same way once per
+// T < 8 groups: nenya's d = 960 is 3 blocks and 6 groups) are transposed the same way with T
+// in place of 8 (word k of tail group l at place T k + l), so a 256-bit load of the tail holds
+// words of several groups in a fixed pattern of lanes. The activation is arranged the same way once per
 // matvec (q_lanes, q_nibble_lanes). The bytes are the file's, permuted within each row, so a
 // token reads as many bytes as before.
 bool packable(const MatrixView& w);

@@ -2,6 +2,7 @@
 // the SIMD path (quantized_dot.h).
 #include "kernels/quantized_dot.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -63,11 +64,13 @@ namespace quantized {
 void decode_order(const void* in, int64_t cols, int words, void* out) {
   const auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
-  const int64_t block = 32 * words, blocks = cols / 256;  // bytes of 8 groups; whole blocks
-  for (int64_t b = 0; b < blocks; ++b, src += block, dst += block)
-    for (int l = 0; l < 8; ++l)
-      for (int k = 0; k < words; ++k) std::memcpy(dst + 4 * (8 * k + l), src + 4 * (words * l + k), 4);
-  std::memcpy(dst, src, size_t(cols % 256 / 32 * 4 * words));  // the tail, in stored order
+  const int64_t groups = cols / 32;
+  for (int64_t g = 0; g < groups; g += 8) {
+    const int n = int(std::min<int64_t>(8, groups - g));  // 8, or the tail's groups
+    for (int l = 0; l < n; ++l)
+      for (int k = 0; k < words; ++k) std::memcpy(dst + 4 * (n * k + l), src + 4 * (words * l + k), 4);
+    src += 4 * words * n, dst += 4 * words * n;
+  }
 }
 
 void q8_rows_scalar(const MatrixView& w, const QuantizedActivation& xq, int64_t r0, int64_t r1,

@@ -130,8 +130,8 @@ void quantize_activation_groups(const float* x, int64_t n, int group, int8_t* q,
                                 int32_t* sums);
 
 // Decode order (ops.h pack_for_dot) of one row of `cols` columns in groups of 32, each group
-// `words` 4-byte words: per whole block of 8 groups, word k of group l goes to place 8 k + l;
-// the last cols % 256 columns are copied as they are. in and out do not overlap.
+// `words` 4-byte words: per whole block of 8 groups, word k of group l goes to place 8 k + l,
+// and in the tail of T < 8 groups to place T k + l. in and out do not overlap.
 void decode_order(const void* in, int64_t cols, int words, void* out);
 // Whether the SIMD paths may read w.packed with this activation.
 inline bool use_packed(const MatrixView& w, const QuantizedActivation& xq) {

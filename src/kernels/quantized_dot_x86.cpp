@@ -9,6 +9,9 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
+#include <numeric>
+#include <utility>
 
 // A region of functions compiled for an instruction set. GCC takes `#pragma GCC target`;
 // clang ignores that pragma (and would then refuse the intrinsics), and takes a target

@@ -150,38 +150,117 @@ void q4_pairs_block(const MatrixView& w, const QuantizedActivation& xq, int64_t 
   WREN_UNROLL for (int j = 0; j < R; ++j) out[j] = hsum(acc[j]);
 }
 
-// The tail of a packed row (ops.h pack_for_dot): the groups after its whole 256-column
-// blocks, fewer than 8, in stored order. Group by group for R rows x C tokens, as rows_block:
-// one int32 sum per group (its offset in lane 0: -8 sum q_x for q4, s8s8_offset's for q8),
-// converted and scaled by its own s_w s_x into acc. row[j] points at packed row j; its tail,
-// and the activations' tails, start at column 256 * blocks.
+// The tail of a packed row (ops.h pack_for_dot): its last T < 8 groups, transposed as the
+// blocks are, word k of tail group l at place T k + l. The tail's m-th 32-byte load holds
+// places 8 m .. 8 m + 7, so its lane i belongs to tail group (8 m + i) mod T: the loads fall
+// into P = T / gcd(T, 8) phases whose lanes belong to the same groups (P = 1 for T = 1, 2, 4),
+// each phase's int32 sums are converted once and scaled by the products s_w s_x of its lanes'
+// groups. q8 takes T loads, q4 T / 2 (its last one half a register, zero above, when T is odd).
+// Phase 0's lanes 0 .. T - 1 are the groups 0 .. T - 1 and carry their offsets.
+
+// The products s_w s_x of a row's last 8 groups, the tail's T in lanes 8 - T ..; a row of
+// fewer than 8 groups (T = groups) gets its own in the same lanes.
+inline __m256 last_products(const F16* sw, const float* sx, int64_t groups) {
+  if (groups >= 8)
+    return _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sw + groups - 8))),
+                         _mm256_loadu_ps(sx + groups - 8));
+  alignas(32) float d[8] = {};
+  for (int64_t g = 0; g < groups; ++g) d[8 - groups + g] = _cvtsh_ss(sw[g].bits) * sx[g];
+  return _mm256_load_ps(d);
+}
+
+// Lane i of phase p takes the product of tail group (8 p + i) mod T: last_products' lane
+// 8 - T + (8 p + i) mod T.
+template <int T, int P>
+inline __m256i tail_pick() {
+  alignas(32) static constexpr std::array<int32_t, 8> kLanes = [] {
+    std::array<int32_t, 8> lanes{};
+    for (int i = 0; i < 8; ++i) lanes[size_t(i)] = 8 - T + (8 * P + i) % T;
+    return lanes;
+  }();
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(kLanes.data()));
+}
+
+// 32 bytes at p, or the 16 at p with zeros above.
+template <bool kHalf>
+inline __m256i load_bytes(const void* p) {
+  if constexpr (kHalf) return _mm256_set_m128i(_mm_setzero_si128(), _mm_loadu_si128(static_cast<const __m128i*>(p)));
+  else return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+}
+
+// isum[j][t] += the lanes of the tail's load M (if there is one) for R rows x C tokens; row[j]
+// + w_at and x[t] point at the tail.
+template <int T, int M, int R, int C, bool kQ4>
+[[gnu::always_inline]] inline void tail_load(const uint8_t* const* row, const int8_t* const* x, int64_t w_at,
+                                             __m256i (*isum)[C]) {
+  constexpr int kLoads = kQ4 ? (T + 1) / 2 : T;
+  if constexpr (M >= kLoads) return;
+  constexpr bool kHalf = kQ4 && T % 2 == 1 && M == T / 2;
+  __m256i xe[C], xo[C];
+  WREN_UNROLL for (int t = 0; t < C; ++t) {
+    xe[t] = load_bytes<kHalf>(x[t] + 32 * M);
+    if constexpr (kQ4) xo[t] = load_bytes<kHalf>(x[t] + 16 * T + 32 * M);
+  }
+  WREN_UNROLL for (int j = 0; j < R; ++j) {
+    const __m256i bytes = load_bytes<kHalf>(row[j] + w_at + 32 * M);
+    if constexpr (kQ4) {
+      const __m256i low = _mm256_set1_epi8(0x0F);
+      const __m256i lo = _mm256_and_si256(bytes, low), hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low);
+      WREN_UNROLL for (int t = 0; t < C; ++t) isum[j][t] = dot2_u8s8(isum[j][t], lo, xe[t], hi, xo[t]);
+    } else {
+      WREN_UNROLL for (int t = 0; t < C; ++t) isum[j][t] = dot_s8s8(isum[j][t], bytes, xe[t]);
+    }
+  }
+}
+
+// Phase P of the tail: its loads P, P + kPhases, .. summed, then scaled into acc.
+template <int T, int P, int R, int C, bool kQ4>
+[[gnu::always_inline]] inline void tail_phase(const uint8_t* const* row, const int8_t* const* x, int64_t w_at,
+                                              const __m256i* offset, const __m256 (*d)[C], __m256 (*acc)[C]) {
+  constexpr int kLoads = kQ4 ? (T + 1) / 2 : T, kPhases = std::min(T / std::gcd(T, 8), kLoads);
+  if constexpr (P < kPhases) {
+    __m256i isum[R][C];
+    WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t)
+      isum[j][t] = P == 0 ? offset[t] : _mm256_setzero_si256();
+    [&]<int... K>(std::integer_sequence<int, K...>) {
+      (tail_load<T, P + K * kPhases, R, C, kQ4>(row, x, w_at, isum), ...);
+    }(std::make_integer_sequence<int, 8>());
+    const __m256i pick = tail_pick<T, P>();
+    WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t)
+      acc[j][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j][t]), _mm256_permutevar8x32_ps(d[j][t], pick), acc[j][t]);
+    tail_phase<T, P + 1, R, C, kQ4>(row, x, w_at, offset, d, acc);
+  }
+}
+
+template <int T, int R, int C, bool kQ4>
+inline void packed_tail_of(const uint8_t* const* row, const F16* const* sw, const QuantizedActivation* xq,
+                           int64_t blocks, int64_t groups, __m256 (*acc)[C]) {
+  const int64_t g0 = 8 * blocks, w_at = (kQ4 ? 128 : 256) * blocks;
+  const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(T), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  const int8_t* x[C];
+  __m256i offset[C];
+  __m256 d[R][C];
+  WREN_UNROLL for (int t = 0; t < C; ++t) {
+    x[t] = (kQ4 ? xq[t].q_nibble_lanes.data() : xq[t].q_lanes.data()) + 32 * g0;
+    const __m256i sums = _mm256_maskload_epi32(reinterpret_cast<const int*>(xq[t].sums.data() + g0), live);
+    offset[t] = kQ4 ? _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sums, 3)) : s8s8_offset(sums);
+    WREN_UNROLL for (int j = 0; j < R; ++j) d[j][t] = last_products(sw[j], xq[t].scales.data(), groups);
+  }
+  tail_phase<T, 0, R, C, kQ4>(row, x, w_at, offset, d, acc);
+}
+
 template <int R, int C, bool kQ4>
 inline void packed_tail(const uint8_t* const* row, const F16* const* sw, const QuantizedActivation* xq,
                         int64_t blocks, int64_t groups, __m256 (*acc)[C]) {
-  constexpr int64_t kGroupBytes = kQ4 ? 16 : 32;
-  for (int64_t g = 8 * blocks; g < groups; ++g) {
-    const int64_t at = kGroupBytes * g;  // the group's bytes in a row: blocks are 8 whole groups
-    __m256i xv[C], isum[R][C];
-    WREN_UNROLL for (int t = 0; t < C; ++t) {
-      const int8_t* x = kQ4 ? xq[t].q_nibble_lanes.data() : xq[t].q_lanes.data();
-      xv[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32 * g));
-      const int32_t sum = xq[t].sums[size_t(g)];
-      const __m256i offset = kQ4 ? _mm256_setr_epi32(-8 * sum, 0, 0, 0, 0, 0, 0, 0)
-                                 : s8s8_offset(_mm256_setr_epi32(sum, 0, 0, 0, 0, 0, 0, 0));
-      WREN_UNROLL for (int j = 0; j < R; ++j) isum[j][t] = offset;
-    }
-    WREN_UNROLL for (int j = 0; j < R; ++j) {
-      if constexpr (kQ4) {
-        const __m256i a = unpack_nibbles(row[j] + at);
-        WREN_UNROLL for (int t = 0; t < C; ++t) isum[j][t] = dot_u8s8(isum[j][t], a, xv[t]);
-      } else {
-        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row[j] + at));
-        WREN_UNROLL for (int t = 0; t < C; ++t) isum[j][t] = dot_s8s8(isum[j][t], q, xv[t]);
-      }
-      const float s = _cvtsh_ss(sw[j][g].bits);
-      WREN_UNROLL for (int t = 0; t < C; ++t)
-        acc[j][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j][t]), _mm256_set1_ps(s * xq[t].scales[size_t(g)]), acc[j][t]);
-    }
+  switch (groups - 8 * blocks) {
+    case 1: return packed_tail_of<1, R, C, kQ4>(row, sw, xq, blocks, groups, acc);
+    case 2: return packed_tail_of<2, R, C, kQ4>(row, sw, xq, blocks, groups, acc);
+    case 3: return packed_tail_of<3, R, C, kQ4>(row, sw, xq, blocks, groups, acc);
+    case 4: return packed_tail_of<4, R, C, kQ4>(row, sw, xq, blocks, groups, acc);
+    case 5: return packed_tail_of<5, R, C, kQ4>(row, sw, xq, blocks, groups, acc);
+    case 6: return packed_tail_of<6, R, C, kQ4>(row, sw, xq, blocks, groups, acc);
+    case 7: return packed_tail_of<7, R, C, kQ4>(row, sw, xq, blocks, groups, acc);
+    default: return;  // no tail
   }
 }
 
