@@ -145,6 +145,19 @@ void PackedWeights::pack(kernels::MatrixView& w) {
   bytes_ += double(n + scales);
 }
 
+void PackedWeights::keep_rows(kernels::MatrixView& w) {
+  if (!w.data || w.packed) return;
+  const size_t n = size_t(w.rows * w.row_bytes());
+  const size_t scales = w.scales ? size_t(w.rows * w.groups()) * sizeof(kernels::F16) : 0;
+  const size_t at = (n + 15) / 16 * 16;  // the scales' place, aligned
+  uint8_t* values = arena_.allocate(at + scales);
+  std::memcpy(values, w.data, n);
+  if (scales) std::memcpy(values + at, w.scales, scales);
+  w.data = values;
+  if (scales) w.scales = reinterpret_cast<const kernels::F16*>(values + at);
+  bytes_ += double(at + scales);
+}
+
 kernels::MatrixView PackedWeights::transposed(const kernels::MatrixView& w) {
   const bool f32 = w.type == kernels::DType::f32;
   if (!f32 && w.type != kernels::DType::bf16)

@@ -56,6 +56,10 @@ class PackedWeights {
   // Packs w into a buffer of this store and points w.packed at it; leaves a matrix that is
   // not packable (kernels::packable) as it is.
   void pack(kernels::MatrixView& w);
+  // Copies a q8 / q4 / f32 / bf16 matrix as it is stored (values, then scales) into this
+  // store and points w at the copy: for matrices read a row at a time at scattered rows
+  // (ReLU^2 down rows, kernels::add_rows), whose rows then sit in huge pages too.
+  void keep_rows(kernels::MatrixView& w);
   // A copy of an f32 / bf16 matrix transposed ([cols, rows], the same values) in this store,
   // for a product read by columns (x W as W^T x: mHC's phi).
   kernels::MatrixView transposed(const kernels::MatrixView& w);
