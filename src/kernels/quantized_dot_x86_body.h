@@ -422,6 +422,16 @@ template <int R, int C, bool kQ4>
 // tail (packed_tail), summed once at the end. The f32 steps are the same for every tile
 // shape and register width, so a batch row gets the bits decode (R = C = 1) gives it alone.
 // y[t * ldy + j] = W[r + j,:] . x_t.
+// A decode row (C = 1) asks for the bytes kPrefetchBytes ahead of the block it reads: the
+// L2 streamer does not cross a 4 KiB page, and short rows (nenya's 960 and 384 bytes) start
+// a stream it has to learn again. 2 KB ahead, one prefetch per 64 bytes read (against none,
+// builds alternating): nenya q8 33.4-33.7 -> 37.6-37.9 tokens/s at 2 threads, the Llama-3.2-1B shape q4
+// 34.2-35.3 -> 39.3-39.7 and q8 +3-5%; 1 KB ahead was slower on nenya and q4, 4 KB too.
+constexpr int64_t kPrefetchBytes = 2048;
+inline void prefetch_lines(const uint8_t* p, int64_t bytes) {
+  for (int64_t at = 0; at < bytes; at += 64) _mm_prefetch(reinterpret_cast<const char*>(p + at + kPrefetchBytes), _MM_HINT_T0);
+}
+
 template <int R, int C, bool kQ4>
 void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, float* y, int64_t ldy) {
   const int64_t blocks = w.cols / 256, row_bytes = kQ4 ? w.cols / 2 : w.cols;
@@ -433,7 +443,9 @@ void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, 
   }
   __m256 acc[R][C];
   WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t) acc[j][t] = _mm256_setzero_ps();
+  constexpr int64_t kBlockBytes = kQ4 ? 128 : 256;
   for (int64_t b = 0; b < blocks; ++b) {
+    if constexpr (C == 1) WREN_UNROLL for (int j = 0; j < R; ++j) prefetch_lines(row[j] + kBlockBytes * b, kBlockBytes);
     __m256i isum[R][C];
     if constexpr (kVnni) vnni_block_sums<R, C, kQ4>(row, xq, b, isum);
     else avx2_block_sums<R, C, kQ4>(row, xq, b, isum);
@@ -445,6 +457,8 @@ void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, 
       }
     }
   }
+  if constexpr (C == 1)
+    WREN_UNROLL for (int j = 0; j < R; ++j) prefetch_lines(row[j] + kBlockBytes * blocks, row_bytes - kBlockBytes * blocks);
   packed_tail<R, C, kQ4>(row, sw, xq, blocks, w.groups(), acc);
   WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t) y[t * ldy + j] = hsum(acc[j][t]);
 }
