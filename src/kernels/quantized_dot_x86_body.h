@@ -425,13 +425,12 @@ template <int R, int C, bool kQ4>
 // A decode row (C = 1) asks for the bytes kPrefetchBytes ahead of the block it reads: the
 // L2 streamer does not cross a 4 KiB page, and short rows (nenya's 960 and 384 bytes) start
 // a stream it has to learn again. 2 KB ahead, one prefetch per 64 bytes read (against none,
-// builds alternating): nenya q8 33.4-33.7 -> 37.6-37.9 tokens/s at 2 threads, the Llama-3.2-1B shape q4
-// 34.2-35.3 -> 39.3-39.7 and q8 +3-5%; 1 KB ahead was slower on nenya and q4, 4 KB too.
+// builds alternating): nenya q8 33.4-33.7 -> 37.6-37.9 tokens/s at 2 threads, the Llama-3.2-1B
+// shape q4 34.2-35.3 -> 39.3-39.7 and q8 +3-5%; 1 KB ahead was slower on nenya and q4, 4 KB
+// too. (The same prefetches through a helper, prefetch_lines(p, bytes), inlined or not, built
+// a q8 decode row 15% slower on the Llama shape, 12.0 against 14.2 tokens/s at 1 thread, for
+// a reason not found: measure before reshaping this loop.)
 constexpr int64_t kPrefetchBytes = 2048;
-inline void prefetch_lines(const uint8_t* p, int64_t bytes) {
-  for (int64_t at = 0; at < bytes; at += 64) _mm_prefetch(reinterpret_cast<const char*>(p + at + kPrefetchBytes), _MM_HINT_T0);
-}
-
 template <int R, int C, bool kQ4>
 void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, float* y, int64_t ldy) {
   const int64_t blocks = w.cols / 256, row_bytes = kQ4 ? w.cols / 2 : w.cols;
@@ -445,7 +444,9 @@ void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, 
   WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t) acc[j][t] = _mm256_setzero_ps();
   constexpr int64_t kBlockBytes = kQ4 ? 128 : 256;
   for (int64_t b = 0; b < blocks; ++b) {
-    if constexpr (C == 1) WREN_UNROLL for (int j = 0; j < R; ++j) prefetch_lines(row[j] + kBlockBytes * b, kBlockBytes);
+    if constexpr (C == 1)
+      WREN_UNROLL for (int j = 0; j < R; ++j) for (int64_t at = 0; at < kBlockBytes; at += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(row[j] + kBlockBytes * b + at + kPrefetchBytes), _MM_HINT_T0);
     __m256i isum[R][C];
     if constexpr (kVnni) vnni_block_sums<R, C, kQ4>(row, xq, b, isum);
     else avx2_block_sums<R, C, kQ4>(row, xq, b, isum);
@@ -458,7 +459,8 @@ void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, 
     }
   }
   if constexpr (C == 1)
-    WREN_UNROLL for (int j = 0; j < R; ++j) prefetch_lines(row[j] + kBlockBytes * blocks, row_bytes - kBlockBytes * blocks);
+    WREN_UNROLL for (int j = 0; j < R; ++j) for (int64_t at = kBlockBytes * blocks; at < row_bytes; at += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(row[j] + at + kPrefetchBytes), _MM_HINT_T0);
   packed_tail<R, C, kQ4>(row, sw, xq, blocks, w.groups(), acc);
   WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t) y[t * ldy + j] = hsum(acc[j][t]);
 }
