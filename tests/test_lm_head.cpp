@@ -203,6 +203,36 @@ Generated generate(const SamplerParams& p, bool prescore, int n) {
   return g;
 }
 
+// The tokens on which a backoff tries the pre-score, over `tokens` tokens whose pre-score
+// saves bytes exactly on the tokens listed in `saves`.
+std::vector<int> tries(int tokens, const std::vector<int>& saves) {
+  LmHeadBackoff backoff;
+  std::vector<int> tried;
+  for (int t = 0; t < tokens; ++t)
+    if (backoff.try_prescore()) {
+      tried.push_back(t);
+      backoff.record(std::find(saves.begin(), saves.end(), t) != saves.end());
+    }
+  return tried;
+}
+
+// The schedule written out from the rule (after f >= 2 failures in a row, sit out
+// min(2^(f - 2), 64) tokens): a pre-score that never saves is tried at 0, 1, then after
+// 1, 2, 4, ..., 32, 64, 64 tokens left out.
+TEST(LmHeadBackoff, SitsOutLongerAfterEachFailureInARow) {
+  EXPECT_EQ(tries(201, {}), (std::vector<int>{0, 1, 3, 6, 11, 20, 37, 70, 135, 200}));
+}
+
+TEST(LmHeadBackoff, ASavingTokenStartsTheCountAgain) {
+  // Saves on every try: never sits out.
+  std::vector<int> all(50);
+  std::iota(all.begin(), all.end(), 0);
+  EXPECT_EQ(tries(50, all), all);
+  // Fails at 0, 1 (sits out 2), saves at 3, fails at 4 (one failure: no wait), 5 (sits out
+  // 6), then fails at 7 (sits out 8, 9) and saves at 10.
+  EXPECT_EQ(tries(12, {3, 10, 11}), (std::vector<int>{0, 1, 3, 4, 5, 7, 10, 11}));
+}
+
 TEST(LmHead, ShippedModelGreedyThousandTokensAgree) {
   SamplerParams greedy;
   greedy.temperature = 0;

@@ -30,6 +30,7 @@
 // for a q8 head of another group G; and b_r = c_r ||x||_2 in the f32-activation parity mode.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -85,6 +86,33 @@ struct LmHeadScratch {
   std::vector<kernels::F16> gathered_scales;
   std::vector<float> rescored;
   void reserve(const MatrixView& head);
+};
+
+// When to pre-score. A token whose candidates stay more than a quarter of the rows saves
+// nothing and reads the 4-bit copy on top of the exact head, 1.5x the head's bytes: a model
+// whose logits are nearly flat (random weights; a trained model now and then) pays that on
+// every token. After f >= 2 such tokens in a row the pre-score sits out the next
+// min(2^(f - 2), kMaxSkip) tokens, so a model it never helps pays the copy once per
+// kMaxSkip + 1 tokens, and a model it helps loses at most one token's saving to a lone pair
+// of failures. The logits are the same with or without the pre-score (see above), so this
+// changes only the bytes read.
+class LmHeadBackoff {
+ public:
+  static constexpr int kMaxSkip = 64;
+  // Whether this token tries the pre-score; when it does, record() its outcome.
+  bool try_prescore() {
+    if (skip_ == 0) return true;
+    --skip_;
+    return false;
+  }
+  void record(bool saved) {
+    failures_ = saved ? 0 : failures_ + 1;
+    if (failures_ >= 2) skip_ = std::min(kMaxSkip, 1 << std::min(failures_ - 2, 6));  // 2^6 = kMaxSkip
+  }
+
+ private:
+  int failures_ = 0;  // pre-scored tokens in a row that saved nothing
+  int skip_ = 0;      // tokens left to run on the exact head
 };
 
 // logits[0 .. head.rows) = head x (exact), or, with mode.prescore and a pre-score copy, the

@@ -423,7 +423,10 @@ void Session::finish(float* logits) {
     h = h_.data();
   }
   kernels::rmsnorm(h, m.final_norm.data(), d_, eps, c.norm.unit_offset, xn_.data());
-  last_lm_head_ = lm_head_logits(m.lm_head, m.lm_head_prescore.get(), lm_head_, xn_.data(), logits, lm_scratch_, pool_);
+  LmHeadMode head = lm_head_;
+  head.prescore = head.prescore && m.lm_head_prescore && lm_backoff_.try_prescore();
+  last_lm_head_ = lm_head_logits(m.lm_head, m.lm_head_prescore.get(), head, xn_.data(), logits, lm_scratch_, pool_);
+  if (head.prescore) lm_backoff_.record(last_lm_head_.prescored);
   if (c.logit_softcap > 0)  // monotone, so the pre-score's candidates stay the best; -inf stays -inf
     for (int v = 0; v < c.rows(); ++v)
       if (logits[v] != -INFINITY) logits[v] = float(c.logit_softcap * std::tanh(logits[v] / c.logit_softcap));

@@ -247,6 +247,7 @@ class Session {
   bool block_attention_ = true;
   LmHeadMode lm_head_;
   LmHeadScratch lm_scratch_;
+  LmHeadBackoff lm_backoff_;
   LmHeadRead last_lm_head_;
 
   // Residual state: one per row of a chunk; r_ the row being run.
