@@ -106,7 +106,7 @@ class LmHeadBackoff {
     return false;
   }
   void record(bool saved) {
-    failures_ = saved ? 0 : failures_ + 1;
+    failures_ = saved ? 0 : std::min(failures_ + 1, 2 + 6);  // counted up to where skip_ stops growing
     if (failures_ >= 2) skip_ = std::min(kMaxSkip, 1 << std::min(failures_ - 2, 6));  // 2^6 = kMaxSkip
   }
 
