@@ -98,7 +98,7 @@ struct LmHeadScratch {
 // changes only the bytes read.
 class LmHeadBackoff {
  public:
-  static constexpr int kMaxSkip = 64;
+  static constexpr int kMaxShift = 6, kMaxSkip = 1 << kMaxShift;
   // Whether this token tries the pre-score; when it does, record() its outcome.
   bool try_prescore() {
     if (skip_ == 0) return true;
@@ -106,8 +106,8 @@ class LmHeadBackoff {
     return false;
   }
   void record(bool saved) {
-    failures_ = saved ? 0 : std::min(failures_ + 1, 2 + 6);  // counted up to where skip_ stops growing
-    if (failures_ >= 2) skip_ = std::min(kMaxSkip, 1 << std::min(failures_ - 2, 6));  // 2^6 = kMaxSkip
+    failures_ = saved ? 0 : std::min(failures_ + 1, 2 + kMaxShift);  // counted up to where the wait stops growing
+    if (failures_ >= 2) skip_ = 1 << (failures_ - 2);
   }
 
  private:
