@@ -32,7 +32,7 @@ void check_weights(const MhcWeights& w, int n, int d, int64_t outputs, size_t al
 // s.m[0:outputs) = r vec(x) phi with r = 1 / sqrt(mean(vec(x)^2) + eps): phi^T vec(x) by rows
 // of the transposed copy where the load made one; else the sum of phi's rows weighted by the
 // entries of vec(x), which add_rows forms for any storage type. The rows of the transposed
-// copy are the pool's items, each dotted whole: any thread count gives the same bits.
+// copy, four to an item, are each dotted whole: any thread count gives the same bits.
 void project(const MhcWeights& w, int n, int d, float eps, const float* streams, MhcScratch& s,
              kernels::ThreadPool* pool) {
   const MatrixView& phi = w.phi;
@@ -43,8 +43,11 @@ void project(const MhcWeights& w, int n, int d, float eps, const float* streams,
   const float r = float(1.0 / std::sqrt(ss / double(nd) + double(eps)));
   if (present(w.phi_t)) {  // f32 or bf16 (model.cpp): matvec_range needs no quantised x
     float* m = s.m.data();
-    kernels::run_items(pool, w.phi_t.rows,
-                       [&](int64_t o) { kernels::matvec_range(w.phi_t, streams, nullptr, m, o, o + 1); });
+    constexpr int64_t kRowsPerItem = 4;  // the f32 / bf16 matvec dots four rows per pass over x
+    const int64_t rows = w.phi_t.rows;
+    kernels::run_items(pool, (rows + kRowsPerItem - 1) / kRowsPerItem, [&](int64_t i) {
+      kernels::matvec_range(w.phi_t, streams, nullptr, m, i * kRowsPerItem, std::min(rows, (i + 1) * kRowsPerItem));
+    });
   } else {
     std::fill(s.m.begin(), s.m.begin() + phi.cols, 0.0f);
     kernels::add_rows(phi, s.row_ids.data(), streams, nd, s.m.data(), nullptr);
