@@ -90,7 +90,9 @@ TEST(KernelsMatvec, MatchesReference) {
         y_add_ref[size_t(r)] += 0.7f * y_ref[size_t(r)];
         ASSERT_NEAR(y[size_t(r)], y_ref[size_t(r)], tol) << "row " << r;
         // f32 / bf16 rows go four at a time (a shared load of x) and keep a lone row's bits.
-        if (!quantized) ASSERT_EQ(y[size_t(r)], dot_row(v, r, x.data())) << "row " << r;
+        if (!quantized) {
+          ASSERT_EQ(y[size_t(r)], dot_row(v, r, x.data())) << "row " << r;
+        }
         ASSERT_NEAR(y_add[size_t(r)], y_add_ref[size_t(r)], tol + 1e-6f * std::fabs(y_add_ref[size_t(r)]));
       }
     }

@@ -51,35 +51,43 @@ void LoadQ4(const uint8_t* p, VF& even, VF& odd) {
 }
 int Nibble(const uint8_t* q, int64_t c) { return ((c & 1) ? (q[c / 2] >> 4) : (q[c / 2] & 0xF)) - 8; }
 
-float DotF32(const float* a, const float* b, int64_t n) {
-  const DF d;
-  const int64_t N = int64_t(hn::Lanes(d));
-  VF s0 = hn::Zero(d), s1 = hn::Zero(d);
-  int64_t i = 0;
-  for (; i + 2 * N <= n; i += 2 * N) {
-    s0 = hn::MulAdd(hn::LoadU(d, a + i), hn::LoadU(d, b + i), s0);
-    s1 = hn::MulAdd(hn::LoadU(d, a + i + N), hn::LoadU(d, b + i + N), s1);
-  }
-  for (; i + N <= n; i += N) s0 = hn::MulAdd(hn::LoadU(d, a + i), hn::LoadU(d, b + i), s0);
+// An f32 or bf16 row as f32 lanes: the one load the row dots below differ by.
+template <class T>
+VF LoadRow(const T* p) {
+  if constexpr (std::is_same_v<T, BF16>) return LoadBF16(p);
+  else return hn::LoadU(DF(), p);
+}
+template <class T>
+float ElementOf(const T* p, int64_t i) {
+  if constexpr (std::is_same_v<T, BF16>) return bf16_to_f32(p[i]);
+  else return p[i];
+}
+
+// The last steps of a row dot, shared by the one-row and four-row forms so both give the same
+// bits: the two sums added and reduced, then columns [i, n) one at a time.
+template <class T>
+float FinishDot(VF s0, VF s1, const T* w, const float* x, int64_t i, int64_t n) {
   float s = Sum(hn::Add(s0, s1));
-  for (; i < n; ++i) s += a[i] * b[i];
+  for (; i < n; ++i) s += ElementOf(w, i) * x[i];
   return s;
 }
 
-float DotBF16(const BF16* w, const float* x, int64_t n) {
+// w . x with two sums over 2N columns at a time, then N, then the scalar tail.
+template <class T>
+float DotOf(const T* w, const float* x, int64_t n) {
   const DF d;
   const int64_t N = int64_t(hn::Lanes(d));
   VF s0 = hn::Zero(d), s1 = hn::Zero(d);
   int64_t i = 0;
   for (; i + 2 * N <= n; i += 2 * N) {
-    s0 = hn::MulAdd(LoadBF16(w + i), hn::LoadU(d, x + i), s0);
-    s1 = hn::MulAdd(LoadBF16(w + i + N), hn::LoadU(d, x + i + N), s1);
+    s0 = hn::MulAdd(LoadRow(w + i), hn::LoadU(d, x + i), s0);
+    s1 = hn::MulAdd(LoadRow(w + i + N), hn::LoadU(d, x + i + N), s1);
   }
-  for (; i + N <= n; i += N) s0 = hn::MulAdd(LoadBF16(w + i), hn::LoadU(d, x + i), s0);
-  float s = Sum(hn::Add(s0, s1));
-  for (; i < n; ++i) s += bf16_to_f32(w[i]) * x[i];
-  return s;
+  if (i + N <= n) s0 = hn::MulAdd(LoadRow(w + i), hn::LoadU(d, x + i), s0), i += N;
+  return FinishDot(s0, s1, w, x, i, n);
 }
+float DotF32(const float* a, const float* b, int64_t n) { return DotOf(a, b, n); }
+float DotBF16(const BF16* w, const float* x, int64_t n) { return DotOf(w, x, n); }
 
 float DotQ8(const int8_t* q, const F16* scales, const float* x, int64_t n, int group) {
   const DF d;
@@ -134,15 +142,10 @@ float DotRow(const MatrixView& w, int64_t r, const float* x) {
 }
 
 // Four rows of an f32 / bf16 W dotted with x at once: each vector of x is loaded once for the
-// four, and each row keeps DotF32's / DotBF16's own two sums, steps and tail, so its result
+// four, and each row keeps DotOf's own two sums, steps and FinishDot, so its result
 // has the same bits as one row at a time (as the batched matmul computes it). nenya's f32
 // routers (120 x 960) and bf16 mHC projections (24 x 3840) are such rows, read once a token.
 // (Named sums, not arrays: a vector of a scalable target (SVE) cannot be an array element.)
-template <class T>
-VF LoadRow(const T* p) {
-  if constexpr (std::is_same_v<T, BF16>) return LoadBF16(p);
-  else return hn::LoadU(DF(), p);
-}
 template <class T>
 void Dot4Rows(const T* const* row, const float* x, int64_t n, float* out) {
   const DF d;
@@ -164,15 +167,8 @@ void Dot4Rows(const T* const* row, const float* x, int64_t n, float* out) {
     a2 = hn::MulAdd(LoadRow(w2 + i), x0, a2), a3 = hn::MulAdd(LoadRow(w3 + i), x0, a3);
     i += N;
   }
-  const auto finish = [&](VF a, VF b, const T* w) {  // DotF32's / DotBF16's last steps
-    float s = Sum(hn::Add(a, b));
-    for (int64_t k = i; k < n; ++k) {
-      if constexpr (std::is_same_v<T, BF16>) s += bf16_to_f32(w[k]) * x[k];
-      else s += w[k] * x[k];
-    }
-    return s;
-  };
-  out[0] = finish(a0, b0, w0), out[1] = finish(a1, b1, w1), out[2] = finish(a2, b2, w2), out[3] = finish(a3, b3, w3);
+  out[0] = FinishDot(a0, b0, w0, x, i, n), out[1] = FinishDot(a1, b1, w1, x, i, n);
+  out[2] = FinishDot(a2, b2, w2, x, i, n), out[3] = FinishDot(a3, b3, w3, x, i, n);
 }
 
 // y[r] = W[r,:] . x, or y[r] += alpha W[r,:] . x, for r in [r0, r1) of an f32 / bf16 W.
@@ -180,7 +176,8 @@ void MatvecRange(const MatrixView& w, const float* x, float alpha, bool accumula
                  int64_t r0, int64_t r1) {
   const auto put = [&](int64_t r, float v) { y[r] = accumulate ? y[r] + alpha * v : v; };
   int64_t r = r0;
-  for (; r + 4 <= r1 && (w.type == DType::f32 || w.type == DType::bf16); r += 4) {
+  const bool dense = w.type == DType::f32 || w.type == DType::bf16;
+  for (; dense && r + 4 <= r1; r += 4) {
     float v[4];
     if (w.type == DType::f32) {
       const float* rows[4] = {w.f32_row(r), w.f32_row(r + 1), w.f32_row(r + 2), w.f32_row(r + 3)};
