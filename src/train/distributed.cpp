@@ -4,6 +4,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <csignal>
 #include <cstdlib>
 #include <stdexcept>
 
@@ -53,6 +54,10 @@ Dist::Dist(const DistOptions& options) : options_(options) {
     throw std::runtime_error("distributed: rank " + std::to_string(options_.rank) + " of world " +
                              std::to_string(options_.world) + " is out of range");
   if (options_.world == 1) return;
+  // A peer that dies mid-collective must be a failed write that gloo reports (and run() turns
+  // into an error naming the collective), not SIGPIPE ending this rank without a word: torch's
+  // Python ignores SIGPIPE at start-up, a C++ program has to say so itself.
+  std::signal(SIGPIPE, SIG_IGN);
   group_ = std::make_unique<Group>();
   c10d::TCPStoreOptions so;
   so.port = uint16_t(options_.master_port);
