@@ -68,6 +68,31 @@ TEST(Sampler, TruncationsNeverDrawExcludedTokens) {
   }
 }
 
+// A vocabulary-sized case for the vectorised selection: ties that cross the top-k boundary,
+// NaNs, and the order written out by hand (larger logit first, ties to the lower id).
+TEST(Sampler, GreedyAndTopKOnAWholeVocabularyKeepTheTieOrder) {
+  std::vector<float> logits(5000);
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = -float(i % 97) / 10.0f;  // at most 0
+  logits[0] = logits[1] = NAN;
+  for (int id : {4000, 17, 2500}) logits[size_t(id)] = 5.0f;
+  for (int id : {4500, 30, 3000, 999, 1200}) logits[size_t(id)] = 4.5f;  // 4500 is the eighth
+  {
+    std::vector<float> l = logits;
+    EXPECT_EQ(Sampler(plain(0)).sample(l, {}), 17);
+  }
+  SamplerParams p = plain(1);
+  p.top_k = 7;
+  Sampler s(p);
+  std::map<int, int> seen;
+  for (int i = 0; i < 4000; ++i) {
+    std::vector<float> l = logits;
+    ++seen[s.sample(l, {})];
+  }
+  std::vector<int> drawn;
+  for (auto [id, n] : seen) drawn.push_back(id);
+  EXPECT_EQ(drawn, (std::vector<int>{17, 30, 999, 1200, 2500, 3000, 4000}));
+}
+
 TEST(Sampler, SameSeedSameTokens) {
   SamplerParams p = plain(1);
   p.seed = 42;

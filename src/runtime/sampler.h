@@ -41,6 +41,7 @@ class Sampler {
   // Reused across calls: after the first, sample() allocates nothing.
   std::vector<Candidate> candidates_;
   std::vector<float> probs_;
+  std::vector<int32_t> top_ids_;    // top-k's ids, best first (capacity top_k)
   std::vector<int32_t> penalised_;  // distinct recent ids (capacity repeat_last_n)
 };
 
