@@ -108,9 +108,9 @@ TEST(KernelsQuantizedGemm, PackedCopiesAreReadInsteadOfTheRows) {
   std::vector<PackedCase> cases;
   for (DType t : {DType::q8, DType::q4}) {
     for (int64_t rows : {1, 7, 13})
-      for (int64_t cols : {256, 768, 96, 352, 384, 416, 960})  // 960: 3 blocks + a 6-group tail
+      for (int64_t cols : {256, 768, 32, 96, 352, 384, 416, 960})  // 32: one group; 960: 3 blocks + a 6-group tail
         cases.push_back({t, rows, cols, -1});
-    for (int64_t cols : {512, 480}) {
+    for (int64_t cols : {512, 480, 32}) {
       cases.push_back({t, 5, cols, t == DType::q4 ? 0xFF : 127});
       cases.push_back({t, 5, cols, t == DType::q4 ? 0x00 : -127});
     }
