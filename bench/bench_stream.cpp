@@ -1,8 +1,10 @@
 // bench/: the decode stream alone. A token reads every weight once; this reads ~1 GiB of
-// packed q8 / q4 rows (Llama-3.2-1B's FFN shapes, 8192 x 2048 and 2048 x 8192, repeated
-// like layers) through model/region.h's run_products, one region per matrix as decode runs
-// them, and reports GB/s next to the read-bandwidth probe's at the same thread count
-// (`roofline_%`): what the kernels and the pool reach with nothing else in the way.
+// packed q8 / q4 rows through model/region.h's run_products, as decode runs them, and reports
+// GB/s next to the read-bandwidth probe's at the same thread count (`roofline_%`): what the
+// kernels and the pool reach with nothing else in the way. Three shapes: Llama-3.2-1B's FFN
+// (8192 x 2048 and 2048 x 8192, one region per matrix), nenya's latent experts (384 x 384,
+// eight matrices to a region as a MoE layer's chosen experts) and nenya's d = 960 (960 x 960,
+// eight to a region): short rows stream slower, most of all at 2 threads (see docs/engine.md).
 //
 //   build/wren_bench --benchmark_filter=DecodeStream
 #include <benchmark/benchmark.h>
@@ -10,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <span>
 #include <vector>
@@ -27,6 +30,15 @@ using namespace wren::kernels;
 
 constexpr double kTarget = double(size_t(1) << 30);
 
+struct Shape {
+  const char* name;
+  std::vector<std::pair<int64_t, int64_t>> matrices;  // distinct random ones, then copies
+  size_t per_region;
+};
+const Shape kShapes[] = {{"llama-ffn", {{8192, 2048}, {2048, 8192}}, 1},
+                         {"nenya-experts", {{384, 384}, {384, 384}, {384, 384}}, 8},
+                         {"nenya-d", {{960, 960}, {960, 960}}, 8}};
+
 // The matrices of the stream: a few distinct random ones, packed, then copied until the
 // stream holds kTarget bytes (the values repeat, the addresses do not: memory sees a
 // gigabyte of distinct rows).
@@ -36,10 +48,10 @@ struct Stream {
   std::vector<MatrixView> views;
   double bytes = 0;
 
-  explicit Stream(DType type) {
+  Stream(DType type, const Shape& shape) {
     std::mt19937 rng(7);
     std::normal_distribution<float> nd(0, 1);
-    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{8192, 2048}, {2048, 8192}}) {
+    for (auto [rows, cols] : shape.matrices) {
       std::vector<float> v(size_t(rows * cols));
       for (float& x : v) x = nd(rng);
       originals.push_back(encode_matrix(v.data(), rows, cols, type, 32));
@@ -59,20 +71,34 @@ struct Stream {
   }
 };
 
+// One stream at a time (each is a gigabyte): made again when the type or shape changes.
+const Stream& stream_of(DType type, int shape) {
+  static std::unique_ptr<Stream> s;
+  static std::pair<DType, int> made{DType::f32, -1};
+  if (!s || made != std::pair{type, shape}) {
+    s.reset();
+    s = std::make_unique<Stream>(type, kShapes[shape]);
+    made = {type, shape};
+  }
+  return *s;
+}
+
 void BM_DecodeStream(benchmark::State& state, DType type) {
-  const int threads = int(state.range(0));
-  static Stream q8(DType::q8), q4(DType::q4);
-  const Stream& s = type == DType::q8 ? q8 : q4;
+  const int threads = int(state.range(0)), shape = int(state.range(1));
+  const Stream& s = stream_of(type, shape);
+  const size_t per = kShapes[shape].per_region;
   ThreadPool& pool = ThreadPool::shared(threads);
-  std::vector<float> x(8192, 0.5f), y(8192);
+  std::vector<float> x(8192), y(per * 8192);
   for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i % 17) - 8) * 0.1f;
+  std::vector<Product> region;
   double best = 1e30;
   for (auto _ : state) {
     const auto t0 = std::chrono::steady_clock::now();
     for (const MatrixView& w : s.views) {
-      const Product p{.w = w, .x = x.data(), .y = y.data()};
-      run_products(std::span(&p, 1), &pool);
+      region.push_back({.w = w, .x = x.data(), .y = y.data() + 8192 * region.size()});
+      if (region.size() == per) run_products(region, &pool), region.clear();
     }
+    if (!region.empty()) run_products(region, &pool), region.clear();
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     best = std::min(best, dt);
     benchmark::DoNotOptimize(y.data());
@@ -81,10 +107,10 @@ void BM_DecodeStream(benchmark::State& state, DType type) {
   state.counters["GB/s"] = s.bytes / best / 1e9;
   state.counters["probe_GB/s"] = probe.best / 1e9;
   state.counters["roofline_%"] = 100.0 * s.bytes / best / probe.best;
-  state.counters["regions/s"] = double(s.views.size()) / best;
-  state.SetLabel(std::string(to_string(type)) + " " + active_int8_path() + ", best pass");
+  state.counters["regions/s"] = double((s.views.size() + per - 1) / per) / best;
+  state.SetLabel(std::string(to_string(type)) + " " + kShapes[shape].name + " " + active_int8_path() + ", best pass");
 }
-BENCHMARK_CAPTURE(BM_DecodeStream, q8, DType::q8)->Arg(1)->Arg(2)->ArgName("threads")->Iterations(8)->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_DecodeStream, q4, DType::q4)->Arg(1)->Arg(2)->ArgName("threads")->Iterations(8)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_DecodeStream, q8, DType::q8)->ArgsProduct({{1, 2}, {0, 1, 2}})->ArgNames({"threads", "shape"})->Iterations(8)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_DecodeStream, q4, DType::q4)->ArgsProduct({{1, 2}, {0, 1, 2}})->ArgNames({"threads", "shape"})->Iterations(8)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
