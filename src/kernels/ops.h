@@ -223,6 +223,13 @@ void rope(float* x, int n_heads, int head_dim, int rotary_dim, const float* inv_
 // The indices of the k largest values, largest first; equal values: lower index first.
 // NaN ranks below every number. k <= n. idx: [k]. Allocates nothing.
 void top_k(const float* x, int64_t n, int k, int32_t* idx);
+// The index of the largest value (top_k with k = 1: ties to the lower index, NaN below every
+// number); 0 when n == 0. The greedy next token.
+inline int32_t argmax(const float* x, int64_t n) {
+  int32_t best = 0;
+  if (n > 0) top_k(x, n, 1, &best);
+  return best;
+}
 // The same k indices in increasing order (sparse attention's selection), without ranking them:
 // idx[0, k) on return; idx: [n], the rest used as scratch. Allocates nothing.
 void top_k_in_order(const float* x, int64_t n, int k, int32_t* idx);

@@ -45,12 +45,8 @@ struct Run {
   VReads v_reads;                                   // ReLU^2 V rows read / skipped by the decode steps
 };
 
-// The greedy next token (kernels::top_k: ties to the lower id), as `wren generate --temp 0`.
-int32_t argmax(const std::vector<float>& v) {
-  int32_t best = 0;
-  kernels::top_k(v.data(), int64_t(v.size()), 1, &best);
-  return best;
-}
+// The greedy next token, as `wren generate --temp 0` picks it.
+int32_t argmax(const std::vector<float>& v) { return kernels::argmax(v.data(), int64_t(v.size())); }
 
 // One repetition from a fresh session: the depth untimed, then the timed prompt or decode.
 Run run_once(const std::shared_ptr<const Model>& model, const BenchTest& t, const BenchOptions& o, std::mt19937_64& rng) {

@@ -30,11 +30,7 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> recent
   // it passes over a vector of logits below the current k-th best with one compare. At 128k
   // ids: greedy 0.19 -> 0.024 ms a token, top-k 40 0.23 -> 0.040 ms, against max_element and
   // a partial sort of (id, logit) pairs over the whole vocabulary.
-  if (p_.temperature <= 0.0f) {  // greedy
-    int32_t best = 0;
-    if (n > 0) kernels::top_k(logits.data(), n, 1, &best);
-    return best;
-  }
+  if (p_.temperature <= 0.0f) return kernels::argmax(logits.data(), n);  // greedy
   if (p_.top_k > 0 && p_.top_k < n) {
     top_ids_.resize(size_t(p_.top_k));
     kernels::top_k(logits.data(), n, p_.top_k, top_ids_.data());
