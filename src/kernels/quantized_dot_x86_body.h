@@ -427,10 +427,15 @@ template <int R, int C, bool kQ4>
 // a stream it has to learn again. 2 KB ahead, one prefetch per 64 bytes read (against none,
 // builds alternating): nenya q8 33.4-33.7 -> 37.6-37.9 tokens/s at 2 threads, the Llama-3.2-1B
 // shape q4 34.2-35.3 -> 39.3-39.7 and q8 +3-5%; 1 KB ahead was slower on nenya and q4, 4 KB
-// too. (The same prefetches through a helper, prefetch_lines(p, bytes), inlined or not, built
+// too. q4 rows go 3 KB ahead: the distance swept alone (2, 2.5, 3, 3.5 KB, alternating in one
+// sitting), the Llama-3.2-1B shape q4 at 1 / 2 threads 20.9 / 40.8 -> 21.5-21.9 / 41.7-43.1
+// tokens/s on the zmm path, 21.3-21.4 / 39.8-40.9 -> 22.0 / 40.7-43.8 on AVX2, OLMoE's q4
+// 20.8-21.0 / 39.0-39.8 -> 22.4-22.7 / 42.4-43.3; q8 rows lost 3-7% at 3 KB (and at 1.5 and
+// 4 KB). (The same prefetches through a helper, prefetch_lines(p, bytes), inlined or not, built
 // a q8 decode row 15% slower on the Llama shape, 12.0 against 14.2 tokens/s at 1 thread, for
 // a reason not found: measure before reshaping this loop.)
-constexpr int64_t kPrefetchBytes = 2048;
+template <bool kQ4>
+constexpr int64_t kPrefetchBytes = kQ4 ? 3072 : 2048;
 template <int R, int C, bool kQ4>
 void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, float* y, int64_t ldy) {
   const int64_t blocks = w.cols / 256, row_bytes = kQ4 ? w.cols / 2 : w.cols;
@@ -446,7 +451,7 @@ void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, 
   for (int64_t b = 0; b < blocks; ++b) {
     if constexpr (C == 1)
       WREN_UNROLL for (int j = 0; j < R; ++j) for (int64_t at = 0; at < kBlockBytes; at += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(row[j] + kBlockBytes * b + at + kPrefetchBytes), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(row[j] + kBlockBytes * b + at + kPrefetchBytes<kQ4>), _MM_HINT_T0);
     __m256i isum[R][C];
     if constexpr (kVnni) vnni_block_sums<R, C, kQ4>(row, xq, b, isum);
     else avx2_block_sums<R, C, kQ4>(row, xq, b, isum);
@@ -460,7 +465,7 @@ void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, 
   }
   if constexpr (C == 1)
     WREN_UNROLL for (int j = 0; j < R; ++j) for (int64_t at = kBlockBytes * blocks; at < row_bytes; at += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(row[j] + at + kPrefetchBytes), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(row[j] + at + kPrefetchBytes<kQ4>), _MM_HINT_T0);
   packed_tail<R, C, kQ4>(row, sw, xq, blocks, w.groups(), acc);
   WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t) y[t * ldy + j] = hsum(acc[j][t]);
 }
