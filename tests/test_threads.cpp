@@ -70,6 +70,47 @@ TEST(ThreadPool, EachThreadStreamsAContiguousShare) {
   }
 }
 
+// run_ranges hands out runs of consecutive items: every item once, no run longer than the
+// chunk, and runs of a whole chunk while a share has plenty left (a pool taking one item at a
+// time, or a whole share at once, fails). Serially (one thread) f sees [0, n) in one call.
+TEST(ThreadPool, RunRangesCoverEveryItemOnceInChunks) {
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (int64_t chunk : {1, 4}) {
+      for (int64_t n : {0, 1, 2, 5, 64, 1001}) {
+        std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+        std::atomic<int64_t> longest{0}, runs{0};
+        pool.run_ranges(n, chunk, [&](int64_t begin, int64_t end) {
+          ASSERT_LT(begin, end);
+          runs++;
+          for (int64_t i = begin; i < end; ++i) hits[size_t(i)]++;
+          for (int64_t l = longest.load(); end - begin > l && !longest.compare_exchange_weak(l, end - begin);) {}
+        });
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[size_t(i)].load(), 1) << threads << " threads, n " << n << " i " << i;
+        if (n == 0) continue;
+        if (threads == 1) {
+          EXPECT_EQ(runs.load(), 1);
+        } else {
+          EXPECT_LE(longest.load(), chunk) << threads << " threads, n " << n;
+          if (n >= 4 * chunk * threads) {
+            EXPECT_EQ(longest.load(), chunk) << threads << " threads, n " << n;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The runs an owner takes shrink toward the end of its share, so the other thread is never
+// left waiting for a whole chunk: 4-item chunks from a share of 11 go 4, 3, 2, 1, 1.
+TEST(ThreadPool, OwnerRunsShrinkAtTheEndOfAShare) {
+  std::vector<int64_t> taken;
+  for (int64_t left = 11; left > 0;) left -= taken.emplace_back(ThreadPool::owner_run(left, 4));
+  EXPECT_EQ(taken, (std::vector<int64_t>{4, 3, 2, 1, 1}));
+  EXPECT_EQ(ThreadPool::owner_run(100, 1), 1);
+  EXPECT_EQ(ThreadPool::owner_run(8, 4), 4);
+}
+
 // Items do run on several threads (otherwise every other test here would pass trivially):
 // an item that waits until another item has started can only finish if two run at once.
 TEST(ThreadPool, RunsItemsConcurrently) {
@@ -191,7 +232,9 @@ TEST(Region, ProductsEqualWholeMatrixKernels) {
         kernels::matvec(mats[i].view(), xs[i].data(), want[i].data());
       products.push_back({mats[i].view(), xs[i].data(), ys[i].data(), 0.75f, acc});
     }
-    products.push_back({MatrixView{}, nullptr, nullptr});  // an absent product is skipped
+    // absent products, between others and last, are skipped
+    products.insert(products.begin() + 2, Product{MatrixView{}, nullptr, nullptr});
+    products.push_back({MatrixView{}, nullptr, nullptr});
     run_products(products, &pool);
     for (size_t i = 0; i < mats.size(); ++i)
       EXPECT_EQ(ys[i], want[i]) << kernels::to_string(type) << " product " << i;

@@ -63,12 +63,14 @@ ThreadPool& ThreadPool::shared(int n_threads) {
   return *pool;
 }
 
-int64_t ThreadPool::next_item(int slot) {
+ThreadPool::Run ThreadPool::next_items(int slot) {
   std::atomic<uint64_t>& own = shares_[size_t(slot)].items;
-  for (uint64_t s = own.load(std::memory_order_acquire); next_of(s) < end_of(s);)
-    if (own.compare_exchange_weak(s, pack(end_of(s), next_of(s) + 1), std::memory_order_acq_rel,
+  for (uint64_t s = own.load(std::memory_order_acquire); next_of(s) < end_of(s);) {
+    const int64_t take = owner_run(end_of(s) - next_of(s), chunk_);
+    if (own.compare_exchange_weak(s, pack(end_of(s), next_of(s) + take), std::memory_order_acq_rel,
                                   std::memory_order_acquire))
-      return next_of(s);
+      return {next_of(s), next_of(s) + take};
+  }
   // Our share is done: take the last item of the next share that has one.
   const int n = int(shares_.size());
   for (int k = 1; k < n; ++k) {
@@ -76,22 +78,22 @@ int64_t ThreadPool::next_item(int slot) {
     for (uint64_t s = other.load(std::memory_order_acquire); next_of(s) < end_of(s);)
       if (other.compare_exchange_weak(s, pack(end_of(s) - 1, next_of(s)), std::memory_order_acq_rel,
                                       std::memory_order_acquire))
-        return end_of(s) - 1;
+        return {end_of(s) - 1, end_of(s)};
   }
-  return -1;
+  return {-1, -1};
 }
 
 void ThreadPool::take_items(int slot) {
   uint32_t ran = 0;
-  for (int64_t i; (i = next_item(slot)) >= 0;) {
-    // body_ and ctx_ stay fixed until this item is counted done: the caller waits for that.
+  for (Run r; (r = next_items(slot)).begin >= 0;) {
+    // body_ and ctx_ stay fixed until these items are counted done: the caller waits for that.
     try {
-      body_(ctx_, i);
+      body_(ctx_, r.begin, r.end);
     } catch (...) {
       std::lock_guard<std::mutex> lock(error_mu_);
       if (!error_) error_ = std::current_exception();
     }
-    ++ran;
+    ran += uint32_t(r.end - r.begin);
   }
   if (ran == 0) return;
   // One count per thread and job, not per item: the counter's cache line is shared.
@@ -101,17 +103,16 @@ void ThreadPool::take_items(int slot) {
   if (caller_waiting_.load(std::memory_order_seq_cst)) done_.notify_one();
 }
 
-void ThreadPool::run(int64_t n, Body body, void* ctx) {
+void ThreadPool::run(int64_t n, int64_t chunk, Body body, void* ctx) {
   if (n <= 0) return;
-  const auto serial = [&] {
-    for (int64_t i = 0; i < n; ++i) body(ctx, i);
-  };
+  const auto serial = [&] { body(ctx, 0, n); };
   if (t_inside_job || workers_.empty() || n == 1 || n > kMaxItems) return serial();
   std::unique_lock<std::mutex> job(job_mu_, std::try_to_lock);
   if (!job.owns_lock()) return serial();  // another session's job has the workers
 
   body_ = body;
   ctx_ = ctx;
+  chunk_ = std::max<int64_t>(1, chunk);
   error_ = nullptr;
   done_.store(0, std::memory_order_relaxed);
   caller_waiting_.store(false, std::memory_order_relaxed);

@@ -22,23 +22,23 @@ void product_rows(const Product& p, const kernels::QuantizedActivation* xq, int6
 
 }  // namespace
 
-int64_t item_rows(const MatrixView& w) {
+int64_t item_rows(const MatrixView& w, int64_t bytes) {
   const int64_t row = std::max<int64_t>(1, w.bytes() / std::max<int64_t>(1, w.rows));
-  const int64_t rows = std::max<int64_t>(1, kItemBytes / row);
+  const int64_t rows = std::max<int64_t>(1, bytes / row);
   return std::max(kItemRowAlign, rows / kItemRowAlign * kItemRowAlign);
 }
 
 void run_products(std::span<const Product> products, kernels::ThreadPool* pool) {
   const int64_t n = int64_t(products.size());
-  // first[i]: the first item of product i, the items of all products numbered in order;
-  // step[i]: its rows per item. The caller's buffers, grown once.
+  // first[i]: the first piece of product i, the pieces of all products numbered in order;
+  // step[i]: its rows per piece. The caller's buffers, grown once.
   thread_local std::vector<int64_t> first_buf, step_buf;
   first_buf.resize(size_t(n + 1)), step_buf.resize(size_t(n));
   int64_t *first = first_buf.data(), *step = step_buf.data();
   first[0] = 0;
   for (int64_t i = 0; i < n; ++i) {
     const MatrixView& w = products[size_t(i)].w;
-    step[i] = present(w) ? item_rows(w) : 1;
+    step[i] = present(w) ? item_rows(w, kItemBytes / kItemPieces) : 1;
     first[i + 1] = first[i] + (present(w) ? (w.rows + step[i] - 1) / step[i] : 0);
   }
   // Each distinct (x, group) of the quantised products is quantised once, on the caller,
@@ -63,11 +63,14 @@ void run_products(std::span<const Product> products, kernels::ThreadPool* pool) 
   // (a thread_local named inside the lambda would be the worker's own).
   const int64_t* xq_of = xq_buf.data();
   const kernels::QuantizedActivation* xq = activation.data();
-  kernels::run_items(pool, first[n], [&](int64_t item) {
-    const int64_t i = std::upper_bound(first + 1, first + n + 1, item) - (first + 1);
-    const Product& p = products[size_t(i)];
-    const int64_t r0 = (item - first[i]) * step[i];
-    product_rows(p, xq_of[i] >= 0 ? xq + xq_of[i] : nullptr, r0, std::min(p.w.rows, r0 + step[i]));
+  // A run of pieces [begin, end) is one call per product it touches, over that product's rows.
+  kernels::run_ranges(pool, first[n], kItemPieces, [&](int64_t begin, int64_t end) {
+    for (int64_t i = std::upper_bound(first + 1, first + n + 1, begin) - (first + 1); i < n && first[i] < end; ++i) {
+      const Product& p = products[size_t(i)];
+      const int64_t r0 = (std::max(begin, first[i]) - first[i]) * step[i];
+      const int64_t r1 = std::min(p.w.rows, (std::min(end, first[i + 1]) - first[i]) * step[i]);
+      if (r0 < r1) product_rows(p, xq_of[i] >= 0 ? xq + xq_of[i] : nullptr, r0, r1);
+    }
   });
 }
 

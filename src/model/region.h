@@ -4,9 +4,10 @@
 // rows, ...) and wakes the pool once for all of them, where one call per matrix would wake
 // it for each and leave the small ones to a single core.
 //
-// Each product's rows are cut into items of about kItemBytes of weights; the cut depends on
-// the shapes alone, never on the thread count, and each item computes its rows whole, so a
-// region gives the same bits with any number of threads.
+// Each product's rows are cut into items of about kItemBytes of weights (run_products: pieces
+// of a quarter of that, taken up to four at a time); the cut depends on the shapes alone,
+// never on the thread count, and each item computes its rows whole, so a region gives the
+// same bits with any number of threads.
 #pragma once
 
 #include <cstdint>
@@ -32,8 +33,13 @@ constexpr int64_t kItemBytes = int64_t(128) << 10;
 // Item rows are multiples of 16, so two threads never write one cache line of y.
 constexpr int64_t kItemRowAlign = 16;
 
-// Rows per item of one product.
-int64_t item_rows(const MatrixView& w);
+// Decode's regions (run_products) cut their items in kItemPieces pieces and let a thread take
+// up to kItemPieces at once (ThreadPool::run_ranges): one call still streams ~kItemBytes, and
+// the threads end a region within a piece of each other.
+constexpr int64_t kItemPieces = 4;
+
+// Rows per item of one product: about `bytes` of its weights, a multiple of kItemRowAlign.
+int64_t item_rows(const MatrixView& w, int64_t bytes = kItemBytes);
 
 // Every product of the list, in one region of `pool` (on the caller when null). Products
 // without rows are skipped.
