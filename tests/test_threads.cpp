@@ -4,6 +4,7 @@
 // count, bit for bit, on the architectures of test_architectures.cpp.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -239,6 +240,23 @@ TEST(Region, ProductsEqualWholeMatrixKernels) {
     for (size_t i = 0; i < mats.size(); ++i)
       EXPECT_EQ(ys[i], want[i]) << kernels::to_string(type) << " product " << i;
   }
+}
+
+// A run of pieces maps to one row range per output it touches; an output without rows has
+// no pieces and is passed over. Outputs: 20 rows in pieces of 16, none, 10 rows in pieces of 4.
+TEST(Region, PieceRunsAreRowRangesOfEachOutput) {
+  const int64_t first[] = {0, 2, 2, 5}, step[] = {16, 8, 4}, rows[] = {20, 0, 10};
+  const auto ranges = [&](int64_t begin, int64_t end) {
+    std::vector<std::array<int64_t, 3>> got;
+    piece_rows(first, step, rows, 3, begin, end, [&](int64_t k, int64_t r0, int64_t r1) { got.push_back({k, r0, r1}); });
+    return got;
+  };
+  using R = std::vector<std::array<int64_t, 3>>;
+  EXPECT_EQ(ranges(0, 5), (R{{0, 0, 20}, {2, 0, 10}}));
+  EXPECT_EQ(ranges(1, 4), (R{{0, 16, 20}, {2, 0, 8}}));
+  EXPECT_EQ(ranges(0, 1), (R{{0, 0, 16}}));
+  EXPECT_EQ(ranges(4, 5), (R{{2, 8, 10}}));
+  EXPECT_EQ(ranges(2, 3), (R{{2, 0, 4}}));
 }
 
 TEST(Region, ItemsAreWholeCacheLinesOfRows) {

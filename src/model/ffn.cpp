@@ -128,7 +128,10 @@ void gated_down(std::span<const FfnTerm> terms, kernels::ThreadPool* pool) {
         const int64_t row = t.down.bytes() / std::max<int64_t>(1, t.down.rows);
         bytes += row, largest = std::max(largest, row), rows[g] = t.down.rows;
       }
-    step[g] = down_item_rows(rows[g], bytes, largest);
+    // In pieces of a quarter of an item, rounded up (run_products' kItemPieces): a thread's
+    // run of up to kItemPieces pieces is one call per term, over at least an item's rows.
+    const int64_t piece = (down_item_rows(rows[g], bytes, largest) + kItemPieces - 1) / kItemPieces;
+    step[g] = (piece + kItemRowAlign - 1) / kItemRowAlign * kItemRowAlign;
     first[g + 1] = first[g] + (rows[g] + step[g] - 1) / step[g];
   }
   // Each term's hidden activation quantised once here for the integer path (q8 / q4), not
@@ -141,12 +144,12 @@ void gated_down(std::span<const FfnTerm> terms, kernels::ThreadPool* pool) {
       kernels::quantize_activation(terms[i].h_gate, d.cols, d.group, activation[i]);
   }
   const kernels::QuantizedActivation* xq = activation.data();
-  kernels::run_items(pool, first[out.n], [&](int64_t item) {
-    const int g = int(std::upper_bound(first + 1, first + out.n + 1, item) - (first + 1));
-    const int64_t r0 = (item - first[g]) * step[g], r1 = std::min(rows[g], r0 + step[g]);
-    for (size_t i = 0; i < terms.size(); ++i)
-      if (terms[i].y == out.y[g])
-        kernels::matvec_add_range(terms[i].down, terms[i].h_gate, xq + i, terms[i].scale, terms[i].y, r0, r1);
+  kernels::run_ranges(pool, first[out.n], kItemPieces, [&](int64_t begin, int64_t end) {
+    piece_rows(first, step, rows, out.n, begin, end, [&](int64_t g, int64_t r0, int64_t r1) {
+      for (size_t i = 0; i < terms.size(); ++i)
+        if (terms[i].y == out.y[g])
+          kernels::matvec_add_range(terms[i].down, terms[i].h_gate, xq + i, terms[i].scale, terms[i].y, r0, r1);
+    });
   });
 }
 

@@ -32,14 +32,15 @@ void run_products(std::span<const Product> products, kernels::ThreadPool* pool) 
   const int64_t n = int64_t(products.size());
   // first[i]: the first piece of product i, the pieces of all products numbered in order;
   // step[i]: its rows per piece. The caller's buffers, grown once.
-  thread_local std::vector<int64_t> first_buf, step_buf;
-  first_buf.resize(size_t(n + 1)), step_buf.resize(size_t(n));
-  int64_t *first = first_buf.data(), *step = step_buf.data();
+  thread_local std::vector<int64_t> first_buf, step_buf, rows_buf;
+  first_buf.resize(size_t(n + 1)), step_buf.resize(size_t(n)), rows_buf.resize(size_t(n));
+  int64_t *first = first_buf.data(), *step = step_buf.data(), *rows = rows_buf.data();
   first[0] = 0;
   for (int64_t i = 0; i < n; ++i) {
     const MatrixView& w = products[size_t(i)].w;
     step[i] = present(w) ? item_rows(w, kItemBytes / kItemPieces) : 1;
-    first[i + 1] = first[i] + (present(w) ? (w.rows + step[i] - 1) / step[i] : 0);
+    rows[i] = present(w) ? w.rows : 0;
+    first[i + 1] = first[i] + (rows[i] + step[i] - 1) / step[i];
   }
   // Each distinct (x, group) of the quantised products is quantised once, on the caller,
   // before the items run: xq_of[i] indexes activation[] (-1: f32 / bf16, none needed).
@@ -65,12 +66,9 @@ void run_products(std::span<const Product> products, kernels::ThreadPool* pool) 
   const kernels::QuantizedActivation* xq = activation.data();
   // A run of pieces [begin, end) is one call per product it touches, over that product's rows.
   kernels::run_ranges(pool, first[n], kItemPieces, [&](int64_t begin, int64_t end) {
-    for (int64_t i = std::upper_bound(first + 1, first + n + 1, begin) - (first + 1); i < n && first[i] < end; ++i) {
-      const Product& p = products[size_t(i)];
-      const int64_t r0 = (std::max(begin, first[i]) - first[i]) * step[i];
-      const int64_t r1 = std::min(p.w.rows, (std::min(end, first[i + 1]) - first[i]) * step[i]);
-      if (r0 < r1) product_rows(p, xq_of[i] >= 0 ? xq + xq_of[i] : nullptr, r0, r1);
-    }
+    piece_rows(first, step, rows, n, begin, end, [&](int64_t i, int64_t r0, int64_t r1) {
+      product_rows(products[size_t(i)], xq_of[i] >= 0 ? xq + xq_of[i] : nullptr, r0, r1);
+    });
   });
 }
 

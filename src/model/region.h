@@ -10,6 +10,7 @@
 // same bits with any number of threads.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 
@@ -40,6 +41,18 @@ constexpr int64_t kItemPieces = 4;
 
 // Rows per item of one product: about `bytes` of its weights, a multiple of kItemRowAlign.
 int64_t item_rows(const MatrixView& w, int64_t bytes = kItemBytes);
+
+// The pieces [begin, end) of a region whose output k has pieces [first[k], first[k + 1]) of
+// step[k] rows (rows[k] in all), as row ranges: f(k, r0, r1) once per output the run touches.
+template <class F>
+void piece_rows(const int64_t* first, const int64_t* step, const int64_t* rows, int64_t n, int64_t begin,
+                int64_t end, F&& f) {
+  for (int64_t k = std::upper_bound(first + 1, first + n + 1, begin) - (first + 1); k < n && first[k] < end; ++k) {
+    const int64_t r0 = (std::max(begin, first[k]) - first[k]) * step[k];
+    const int64_t r1 = std::min(rows[k], (std::min(end, first[k + 1]) - first[k]) * step[k]);
+    if (r0 < r1) f(k, r0, r1);
+  }
+}
 
 // Every product of the list, in one region of `pool` (on the caller when null). Products
 // without rows are skipped.
