@@ -121,9 +121,10 @@ class ThreadPool {
   std::atomic<uint32_t> epoch_{0};    // bumped per job; sleeping workers wait on it
   std::atomic<int> sleepers_{0};
   std::atomic<bool> stop_{false};
-  Body body_ = nullptr;  // written by the caller before it publishes the shares
-  int64_t chunk_ = 1;
+  // The job: written by the caller before it publishes the shares.
+  Body body_ = nullptr;
   void* ctx_ = nullptr;
+  int64_t chunk_ = 1;  // the longest run an owner takes (owner_run)
   std::mutex error_mu_;
   std::exception_ptr error_;
 };

@@ -34,9 +34,10 @@ constexpr int64_t kItemBytes = int64_t(128) << 10;
 // Item rows are multiples of 16, so two threads never write one cache line of y.
 constexpr int64_t kItemRowAlign = 16;
 
-// Decode's regions (run_products) cut their items in kItemPieces pieces and let a thread take
-// up to kItemPieces at once (ThreadPool::run_ranges): one call still streams ~kItemBytes, and
-// the threads end a region within a piece of each other.
+// Decode's regions (run_products, and ffn.cpp's gated down projections) cut their items in
+// kItemPieces pieces and let a thread take up to kItemPieces at once (ThreadPool::run_ranges,
+// a run mapped to rows by piece_rows): one call still streams ~kItemBytes, and the threads
+// end a region within a piece of each other.
 constexpr int64_t kItemPieces = 4;
 
 // Rows per item of one product: about `bytes` of its weights, a multiple of kItemRowAlign.
