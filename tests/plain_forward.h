@@ -149,7 +149,7 @@ class PlainForward {
       case ResidualKind::plain: return x_.data();
       case ResidualKind::mhc:
         mhc_coefficients(mhc, streams_, d_, eps, c_.residual.sinkhorn_iters, x_.data(), b, mhc_scratch_);
-        mhc_read(b, streams_, d_, x_.data(), h_.data());
+        mhc_read(b, streams_, d_, x_.data(), h_.data(), mhc_scratch_);
         return h_.data();
       case ResidualKind::attn_residuals: break;
     }

@@ -88,6 +88,55 @@ TEST(MhcSinkhorn, LargeLogitsStayFiniteAndShiftInvariant) {
   }
 }
 
+// Sinkhorn-Knopp as its definition reads, in double and in logs: each round subtracts the
+// log of every row's sum of exponentials, then every column's.
+std::vector<double> sinkhorn_by_definition(const std::vector<float>& R, int n, int rounds) {
+  std::vector<double> M(R.begin(), R.end());
+  const auto log_sum_exp = [&](int first, int stride) {
+    double mx = -INFINITY;
+    for (int i = 0; i < n; ++i) mx = std::max(mx, M[size_t(first + i * stride)]);
+    double sum = 0;
+    for (int i = 0; i < n; ++i) sum += std::exp(M[size_t(first + i * stride)] - mx);
+    return mx + std::log(sum);
+  };
+  for (int it = 0; it < rounds; ++it) {
+    for (int j = 0; j < n; ++j) {
+      const double l = log_sum_exp(j * n, 1);
+      for (int k = 0; k < n; ++k) M[size_t(j * n + k)] -= l;
+    }
+    for (int k = 0; k < n; ++k) {
+      const double l = log_sum_exp(k, n);
+      for (int j = 0; j < n; ++j) M[size_t(j * n + k)] -= l;
+    }
+  }
+  for (double& m : M) m = std::exp(m);
+  return M;
+}
+
+// Both ways the engine scales (exp(M) in double while a row's logits are within 200 of its
+// max; the log domain past that, here with one logit 250 below its row's max) agree with the
+// definition: to float rounding on the first, to the log domain's float steps on the second.
+TEST(MhcSinkhorn, EqualsTheDefinitionNearAndFarLogits) {
+  for (int n : {2, 4, 8}) {
+    for (uint32_t seed = 0; seed < 20; ++seed) {
+      for (float spread : {0.5f, 3.0f, 30.0f}) {
+        const std::vector<float> R = normal(static_cast<size_t>(n * n), spread, seed + 300);
+        std::vector<float> C = R;
+        sinkhorn(C.data(), n, 20);
+        const std::vector<double> want = sinkhorn_by_definition(R, n, 20);
+        for (size_t i = 0; i < C.size(); ++i)
+          EXPECT_NEAR(C[i], want[i], 1e-6) << "n " << n << " spread " << spread << " seed " << seed << " entry " << i;
+      }
+      std::vector<float> R = normal(static_cast<size_t>(n * n), 1.0f, seed + 400);
+      R[size_t(seed) % R.size()] -= 250.0f;
+      std::vector<float> C = R;
+      sinkhorn(C.data(), n, 20);
+      const std::vector<double> want = sinkhorn_by_definition(R, n, 20);
+      for (size_t i = 0; i < C.size(); ++i) EXPECT_NEAR(C[i], want[i], 1e-5) << "n " << n << " seed " << seed;
+    }
+  }
+}
+
 // The check above can fail: after a single round only the columns (normalised last) sum to 1.
 TEST(MhcSinkhorn, OneRoundIsNotEnough) {
   std::vector<float> C = {3.0f, 0.0f, -1.0f, 0.0f, 1.0f, 2.0f, -2.0f, 0.5f, 0.0f};
@@ -207,7 +256,7 @@ TEST(MhcBoundary, EqualsDirectTranscription) {
         MhcScratch s;
         mhc_coefficients(w, n, d, eps, iters, x.data(), b, s);
         std::vector<float> h(static_cast<size_t>(d)), streams = x;
-        mhc_read(b, n, d, streams.data(), h.data());
+        mhc_read(b, n, d, streams.data(), h.data(), s);
         mhc_write(b, n, d, f.data(), streams.data(), s);
 
         const Direct ref = direct_coefficients(phi, alpha, bias, n, d, eps, iters, x);

@@ -66,13 +66,19 @@ void MhcScratch::reserve(int n, int d) {
   if (old.size() < nd) old.resize(nd);
   const size_t outputs = size_t(n) * size_t(n) + 2 * size_t(n);
   if (m.size() < outputs) m.resize(outputs);
+  if (rows.size() < size_t(n) + 1) rows.resize(size_t(n) + 1);
+  if (weights.size() < size_t(n) * (size_t(n) + 1)) weights.resize(size_t(n) * (size_t(n) + 1));
 }
 
 void mhc_init_streams(const float* embedding, int n, int d, float* streams) {
   for (int j = 0; j < n; ++j) std::memcpy(streams + int64_t(j) * d, embedding, sizeof(float) * size_t(d));
 }
 
-void sinkhorn(float* M, int n, int iters) {
+namespace {
+
+// The rounds in the log domain: each step subtracts a log-sum-exp taken relative to the max,
+// so no logit overflows exp and no row or column underflows to all zeros, however far apart.
+void sinkhorn_in_logs(float* M, int n, int iters) {
   // log-sum-exp of n values `stride` apart, relative to their max so exp never overflows
   // and the largest term is exactly 1 (the sum is never 0).
   const auto lse = [n](const float* x, int stride) {
@@ -96,6 +102,52 @@ void sinkhorn(float* M, int n, int iters) {
   for (int i = 0; i < n * n; ++i) M[i] = std::exp(M[i]);
 }
 
+// The same rounds on the scaled matrix itself, in double: K = exp(M - max_k M[j,k]) row by
+// row (the first step is a row softmax, so a row's offset changes nothing), then each step
+// divides a row or a column by its sum. n^2 exponentials in all, where the log domain takes
+// 2 n^2 exponentials and 2 n logarithms a round (nenya: 64 boundaries a token, 20 rounds:
+// 1.3% of a decode step, every core but one idle). Taken only while every logit is within
+// kSpread of its row's max: then every entry is at least e^-kSpread / n after a row step, the
+// Sinkhorn scalings stay within that range (Sinkhorn-Knopp's scaling vectors span no more
+// than the matrix does), and nothing comes near double's e^-708. False (M untouched) when
+// the logits are further apart, not finite, or n is over kMaxStreams.
+bool sinkhorn_scaled(float* M, int n, int iters) {
+  constexpr int kMaxStreams = 8;
+  constexpr double kSpread = 200;
+  if (n > kMaxStreams) return false;
+  double K[kMaxStreams * kMaxStreams];
+  for (int j = 0; j < n; ++j) {
+    const float* row = M + int64_t(j) * n;
+    const double mx = *std::max_element(row, row + n);
+    for (int k = 0; k < n; ++k) {
+      const double shifted = double(row[k]) - mx;
+      if (!(shifted >= -kSpread)) return false;  // also NaN and infinities
+      K[j * n + k] = shifted;
+    }
+  }
+  for (int i = 0; i < n * n; ++i) K[i] = std::exp(K[i]);
+  for (int it = 0; it < iters; ++it) {
+    for (int j = 0; j < n; ++j) {  // rows: sum_k K[j,k] = 1
+      double sum = 0;
+      for (int k = 0; k < n; ++k) sum += K[j * n + k];
+      for (int k = 0; k < n; ++k) K[j * n + k] /= sum;
+    }
+    for (int k = 0; k < n; ++k) {  // columns: sum_j K[j,k] = 1
+      double sum = 0;
+      for (int j = 0; j < n; ++j) sum += K[j * n + k];
+      for (int j = 0; j < n; ++j) K[j * n + k] /= sum;
+    }
+  }
+  for (int i = 0; i < n * n; ++i) M[i] = float(K[i]);
+  return true;
+}
+
+}  // namespace
+
+void sinkhorn(float* M, int n, int iters) {
+  if (!sinkhorn_scaled(M, n, iters)) sinkhorn_in_logs(M, n, iters);
+}
+
 void mhc_coefficients(const MhcWeights& w, int n, int d, float eps, int iters, const float* streams, MhcBoundary& b,
                       MhcScratch& s, kernels::ThreadPool* pool) {
   const int64_t outputs = int64_t(n) * n + 2 * n;
@@ -115,22 +167,43 @@ void mhc_coefficients(const MhcWeights& w, int n, int d, float eps, int iters, c
   sinkhorn(b.C.data(), n, iters);
 }
 
-void mhc_read(const MhcBoundary& b, int n, int d, const float* streams, float* h) {
-  std::fill(h, h + d, 0.0f);
-  for (int j = 0; j < n; ++j) kernels::axpy(b.pre[size_t(j)], streams + int64_t(j) * d, d, h);
+namespace {
+
+// y[k d : +d] = sum_j w[k ldw + j] rows[j] for k < outputs, rows of width d: each row is read
+// once for all outputs and the terms are added in row order (kernels::weighted_sum_tile), the
+// same sums as one axpy per term.
+void mix_rows(const float* w, int64_t ldw, int outputs, const float* const* rows, int n_rows, int d, float* y) {
+  std::fill(y, y + int64_t(outputs) * d, 0.0f);
+  kernels::weighted_sum_tile(w, ldw, outputs, {.f32 = rows}, n_rows, d, y, d);
+}
+
+// s.rows[j] = x_j, the n streams.
+const float* const* stream_rows(int n, int d, const float* streams, MhcScratch& s) {
+  for (int j = 0; j < n; ++j) s.rows[size_t(j)] = streams + int64_t(j) * d;
+  return s.rows.data();
+}
+
+}  // namespace
+
+void mhc_read(const MhcBoundary& b, int n, int d, const float* streams, float* h, MhcScratch& s) {
+  s.reserve(n, d);
+  mix_rows(b.pre.data(), n, 1, stream_rows(n, d, streams, s), n, d, h);
 }
 
 void mhc_write(const MhcBoundary& b, int n, int d, const float* f, float* streams, MhcScratch& s) {
   s.reserve(n, d);
-  const int64_t nd = int64_t(n) * d;
   float* old = s.old.data();
-  std::memcpy(old, streams, sizeof(float) * size_t(nd));
+  std::memcpy(old, streams, sizeof(float) * size_t(n) * size_t(d));
+  // Row 0 is f, row 1 + j the old x_j; new stream k weighs them post_k and C[j,k].
+  const int64_t ldw = n + 1;
+  float* w = s.weights.data();
+  s.rows[0] = f;
+  for (int j = 0; j < n; ++j) s.rows[size_t(j + 1)] = old + int64_t(j) * d;
   for (int k = 0; k < n; ++k) {
-    float* x = streams + int64_t(k) * d;
-    std::fill(x, x + d, 0.0f);
-    kernels::axpy(b.post[size_t(k)], f, d, x);
-    for (int j = 0; j < n; ++j) kernels::axpy(b.C[size_t(j) * size_t(n) + size_t(k)], old + int64_t(j) * d, d, x);
+    w[k * ldw] = b.post[size_t(k)];
+    for (int j = 0; j < n; ++j) w[k * ldw + 1 + j] = b.C[size_t(j) * size_t(n) + size_t(k)];
   }
+  mix_rows(w, ldw, n, s.rows.data(), n + 1, d, streams);
 }
 
 void mhc_readout(StreamReadout readout, const MhcWeights& w, int n, int d, float eps, const float* streams, float* y,
@@ -144,8 +217,7 @@ void mhc_readout(StreamReadout readout, const MhcWeights& w, int n, int d, float
     project(w, n, d, eps, streams, s, pool);
     for (int j = 0; j < n; ++j) g[j] = kernels::sigmoid(w.alpha[0] * s.m[size_t(j)] + w.bias[size_t(j)]) + kMhcReadoutEps;
   }
-  std::fill(y, y + d, 0.0f);
-  for (int j = 0; j < n; ++j) kernels::axpy(g[j], streams + int64_t(j) * d, d, y);
+  mix_rows(g, n, 1, stream_rows(n, d, streams, s), n, d, y);
   if (weights) std::copy(g, g + n, weights);
 }
 

@@ -43,6 +43,8 @@ struct MhcBoundary {
 // Per-session buffers; they grow on first use and are reused afterwards.
 struct MhcScratch {
   std::vector<float> m, old;
+  std::vector<const float*> rows;  // the rows a read or write mixes
+  std::vector<float> weights;      // mhc_write's [n][n + 1] weights of those rows
   std::vector<int32_t> row_ids;
   void reserve(int n, int d);
 };
@@ -59,8 +61,9 @@ void mhc_init_streams(const float* embedding, int n, int d, float* streams);
 // diagonal plus noise (hundreds of rounds there). The exact init matrix (mhc_bias) is already
 // doubly stochastic. The engine runs the configured rounds, as training does, so C is the
 // approximately doubly stochastic matrix the model was trained with.
-// Works in the log domain (each step subtracts a log-sum-exp taken relative to the max), so
-// no logit overflows exp and no row or column can underflow to all zeros.
+// Runs on exp(M) in double, each row shifted by its max, while every logit is within 200 of
+// its row's max (n <= 8); else in the log domain (each step subtracts a log-sum-exp taken
+// relative to the max), so no logit overflows exp and no row or column underflows to zeros.
 void sinkhorn(float* M, int n, int iters);
 
 // pre, post and C of one boundary from the streams ([n][d]); `iters` Sinkhorn rounds.
@@ -69,7 +72,7 @@ void mhc_coefficients(const MhcWeights& w, int n, int d, float eps, int iters, c
                       MhcScratch& s, kernels::ThreadPool* pool = nullptr);
 
 // h = sum_j pre_j x_j.
-void mhc_read(const MhcBoundary& b, int n, int d, const float* streams, float* h);
+void mhc_read(const MhcBoundary& b, int n, int d, const float* streams, float* h, MhcScratch& s);
 
 // x'_k = post_k f + sum_j C[j,k] x_j for every stream, in place.
 void mhc_write(const MhcBoundary& b, int n, int d, const float* f, float* streams, MhcScratch& s);

@@ -251,7 +251,7 @@ const float* Session::sublayer_input(int layer, bool ffn, const MixWeights& mix,
       return r.x.data();
     case ResidualKind::mhc:
       mhc_coefficients(mhc, streams_, d_, eps, c.residual.sinkhorn_iters, r.x.data(), boundary, mhc_scratch_, pool_);
-      mhc_read(boundary, streams_, d_, r.x.data(), h_.data());
+      mhc_read(boundary, streams_, d_, r.x.data(), h_.data(), mhc_scratch_);
       return h_.data();
     case ResidualKind::attn_residuals:
       break;
