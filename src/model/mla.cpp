@@ -235,24 +235,24 @@ namespace {
 // row [c_t ; k_pe_t] decoded once for all heads, with a running softmax per head i:
 //   s_i,t = (q~_i . c_t + q_pe_i . k_pe_t) scale,  m_i' = max(m_i, max_t s_i,t),
 //   l_i' = l_i e^(m_i - m_i') + sum_t e^(s_i,t - m_i'),  a_i' = a_i e^(m_i - m_i') + sum_t e^(s_i,t - m_i') c_t.
-// part: [H][L] accumulators a, then H maxima m and H sums l.
+// part: [H][L] accumulators a, then H maxima m and H sums l; this call fills heads [h0, h1).
 void absorbed_part(const MixerSpec& m, float scale, const MlaCache& cache, const float* q_lat, const float* q, int64_t begin,
-                   int64_t end, float* tile, float* part) {
+                   int64_t end, int h0, int h1, float* tile, float* part) {
   const int H = m.n_heads, nope = m.qk_nope_dim, rope = m.qk_rope_dim, dqk = nope + rope, L = m.kv_lora_rank;
   const int width = cache.width();
   float* acc = part;
   float* top = part + int64_t(H) * L;
   float* sum = top + H;
-  std::fill(acc, acc + int64_t(H) * L, 0.0f);
-  std::fill(top, top + H, -INFINITY);
-  std::fill(sum, sum + H, 0.0f);
+  std::fill(acc + int64_t(h0) * L, acc + int64_t(h1) * L, 0.0f);
+  std::fill(top + h0, top + h1, -INFINITY);
+  std::fill(sum + h0, sum + h1, 0.0f);
   float* rows_buf = tile;                                  // [kMlaTile][width]
   float* p = tile + int64_t(kMlaTile) * width;             // [kMlaTile] one head's scores
   const float* rows[kMlaTile];
   for (int64_t t0 = begin; t0 < end; t0 += kMlaTile) {
     const int n = int(std::min<int64_t>(kMlaTile, end - t0));
     for (int r = 0; r < n; ++r) rows[r] = cache.row(t0 + r, rows_buf + int64_t(r) * width);
-    for (int h = 0; h < H; ++h) {
+    for (int h = h0; h < h1; ++h) {
       const float* ql = q_lat + int64_t(h) * L;
       const float* q_pe = q + int64_t(h) * dqk + nope;
       float best = top[h];
@@ -294,13 +294,17 @@ void absorbed_values(const MlaWeights& w, const MixerSpec& m, int64_t pos, const
     if (nope > 0) kernels::add_rows(w.wk_b, s.rows.data() + h * nope, s.q.data() + h * dqk, nope, q_lat, nullptr);
   });
   const int64_t tiles = (n + kMlaTile - 1) / kMlaTile;
-  // The split depends on the length alone, so 1 or 2 threads give the same bits.
+  // The split depends on the length alone, so 1 or 2 threads give the same bits. A context
+  // of fewer than kMlaParts tiles has its heads split as well (each head's sums are the same
+  // whichever item runs them), so a short context keeps every thread busy too.
   const int64_t parts = std::min<int64_t>(tiles, kMlaParts);
+  const int64_t head_groups = std::min<int64_t>(H, kMlaParts / parts);
   const int64_t part_floats = int64_t(H) * (L + 2), tile_floats = int64_t(kMlaTile) * (cache.width() + 1);
-  kernels::run_items(workers, parts, [&](int64_t i) {
+  kernels::run_items(workers, parts * head_groups, [&](int64_t item) {
+    const int64_t i = item / head_groups, g = item % head_groups;
     const int64_t begin = tiles * i / parts * kMlaTile, end = std::min(n, tiles * (i + 1) / parts * kMlaTile);
-    absorbed_part(m, scale, cache, s.q_lat.data(), s.q.data(), begin, end, s.tiles.data() + i * tile_floats,
-                  s.parts.data() + i * part_floats);
+    absorbed_part(m, scale, cache, s.q_lat.data(), s.q.data(), begin, end, int(H * g / head_groups),
+                  int(H * (g + 1) / head_groups), s.tiles.data() + item * tile_floats, s.parts.data() + i * part_floats);
   });
   for (int h = 0; h < H; ++h) {
     float M = -INFINITY, l = 0;
