@@ -110,6 +110,22 @@ void RegisterMatmul() {
           ->Args({64, 1})->Args({256, 1})->Args({256, 2})->ArgNames({"tokens", "threads"})->UseRealTime();
 }
 
+// One activation quantised for the integer path, as each decode matvec does on the caller
+// before its region: time per call for an expert's 384, nenya's d = 960, and 3,840 (mHC's
+// four streams, an FFN's hidden width); rows: the ActivationRows bits (1 q8, 2 q4, 3 both).
+void BM_QuantizeActivation(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const auto x = random_vector(n, 2);
+  QuantizedActivation xq;
+  for (auto _ : state) {
+    quantize_activation(x.data(), n, 32, xq, unsigned(state.range(1)));
+    benchmark::DoNotOptimize(xq.q.data());
+  }
+  state.SetItemsProcessed(int64_t(state.iterations()) * n);
+  state.SetLabel(active_target());
+}
+BENCHMARK(BM_QuantizeActivation)->ArgsProduct({{384, 960, 3840}, {1, 2, 3}})->ArgNames({"n", "rows"});
+
 // ReLU^2 down rows, y += sum_i c_i W[r_i, :] over the fired rows (add_rows on one thread, as
 // each of relu2_down's items runs it). Args: rows of W (a q8 / q4 [rows][2048] matrix: 512
 // rows sit in L2, 16384 rows are read from memory), fired share in percent. Bytes: the fired

@@ -215,8 +215,8 @@ TEST(KernelsPackedDot, EveryPathReadsThePackedCopyAndMatchesTheExactSum) {
     poisoned.data = poison.data();
     poisoned.packed = packed.data();
     const auto x = cs.x == 0 ? randn(cs.cols, rng) : std::vector<float>(size_t(cs.cols), cs.x);
-    QuantizedActivation xq;
-    quantize_activation(x.data(), cs.cols, 32, xq);
+    QuantizedActivation xq;  // the arrangements of this precision alone: nothing reads the others
+    quantize_activation(x.data(), cs.cols, 32, xq, activation_rows(cs.type));
     std::vector<double> exact(size_t(cs.rows));
     for (int64_t r = 0; r < cs.rows; ++r) exact[size_t(r)] = ref::dot_row_quantized(v, r, xq);
     for_each_int8_path([&] {
@@ -370,6 +370,14 @@ TEST(KernelsQuantizedDot, RejectsAMismatchedActivation) {
   EXPECT_THROW(matvec_range(m.view(), x.data(), nullptr, y, 0, 4), KernelError);
   quantize_activation(x.data(), 64, 32, xq);  // 64 values for 128 columns
   EXPECT_THROW(matvec_add_range(m.view(), x.data(), &xq, 1.0f, y, 0, 4), KernelError);
+  // Quantised for the other precision's rows only: q4's arrangements for q8 rows, and back.
+  const Matrix m4 = encode_matrix(w.data(), 4, 128, DType::q4, 32);
+  quantize_activation(x.data(), 128, 32, xq, kForQ4Rows);
+  EXPECT_THROW(matvec_range(m.view(), x.data(), &xq, y, 0, 4), KernelError);
+  EXPECT_NO_THROW(matvec_range(m4.view(), x.data(), &xq, y, 0, 4));
+  quantize_activation(x.data(), 128, 32, xq, kForQ8Rows);
+  EXPECT_THROW(matvec_range(m4.view(), x.data(), &xq, y, 0, 4), KernelError);
+  EXPECT_NO_THROW(matvec_range(m.view(), x.data(), &xq, y, 0, 4));
   EXPECT_THROW(set_int8_path("no-such-path"), KernelError);
 }
 

@@ -454,7 +454,7 @@ void matvec_rows(const MatrixView& w, const float* x, float alpha, bool accumula
   const QuantizedActivation* xq = nullptr;
   if ((w.type == DType::q8 || w.type == DType::q4) && !f32_activations()) {
     thread_local QuantizedActivation scratch;  // grown once per thread
-    quantize_activation(x, w.cols, w.group, scratch);
+    quantize_activation(x, w.cols, w.group, scratch, activation_rows(w.type));
     xq = &scratch;
   }
   if (w.rows * w.cols < kMinParallelWork) pool = nullptr;

@@ -51,24 +51,36 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
 //   W[r,:] . x  ~  sum_g s_w[r,g] s_g sum_{i in g} q_w[r,i] q_i,
 // the inner sum exact in int32 and f32 only for the per-group scale product. A non-finite
 // x_i makes its group's s_g NaN, so the affected dots are NaN as in f32.
+// The rows an activation is quantised for (bits of QuantizedActivation::rows): each
+// precision reads q in its own arrangements, and making one that no row reads costs as much
+// as the groups themselves (decode quantises ~200 activations a token on the caller while
+// the other threads wait).
+enum ActivationRows : unsigned { kForQ8Rows = 1u, kForQ4Rows = 2u, kForAnyRows = 3u };
+// The bit of a q8 / q4 matrix's rows.
+ActivationRows activation_rows(DType type);
+
 struct QuantizedActivation {
   int64_t n = 0;                // values
   int group = 0;                // G; n % G == 0
+  unsigned rows = 0;            // ActivationRows whose arrangements below are filled
   std::vector<int8_t> q;        // [n] q_i
   // [n] q in the order of q4 weight nibbles: each block of 32 columns as its 16 even then
-  // its 16 odd columns (low nibbles then high nibbles of 16 bytes). Filled when G % 32 == 0.
+  // its 16 odd columns (low nibbles then high nibbles of 16 bytes). Filled for q4 rows when
+  // G % 32 == 0.
   std::vector<int8_t> q_nibble_order;
   // [n] q and q_nibble_order in decode order (pack_for_dot below), for packed q8 and q4
   // weights: whole 256-column blocks transposed, and the tail of T < 8 groups as well.
-  // Filled when G == 32.
+  // Filled for q8 and q4 rows respectively when G == 32; empty otherwise.
   std::vector<int8_t> q_lanes, q_nibble_lanes;
   std::vector<float> scales;    // [n / G] s_g
   // [n / G] sum_{i in g} q_i. q4 stores v + 8, so sum (v + 8) q = sum v q + 8 sums_g.
   std::vector<int32_t> sums;
 };
 // Buffers grow to the largest n seen and are then reused: no allocation per call after the
-// first. Throws KernelError if G does not divide n.
-void quantize_activation(const float* x, int64_t n, int group, QuantizedActivation& out);
+// first. `rows`: the ActivationRows bits of the matrices that will read it (a product with
+// rows of another precision throws KernelError). Throws KernelError if G does not divide n.
+void quantize_activation(const float* x, int64_t n, int group, QuantizedActivation& out,
+                         unsigned rows = kForAnyRows);
 
 // Single-threaded row range [r0, r1): y[r] = W[r,:] . x. q8 / q4 weights use xq (its
 // group must equal w.group and its n w.cols; KernelError otherwise); f32 / bf16 use x.

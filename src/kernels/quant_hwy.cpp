@@ -16,25 +16,26 @@ HWY_BEFORE_NAMESPACE();
 namespace wren::kernels::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// max |x[i]| over i < n, or NaN if any x[i] is not finite (Max alone would drop NaN).
-// x * 0 is 0 for finite x and NaN for inf / NaN, so the sum of x * 0 flags them.
+// max |x[i]| over i < n, or NaN if any x[i] is not finite (Max alone would drop NaN): a
+// mask of the finite lanes, tested once at the end, where a sum of x * 0 cost a reduction.
 float MaxAbs(const float* x, int64_t n) {
   const hn::ScalableTag<float> d;
   const int64_t N = int64_t(hn::Lanes(d));
-  auto m = hn::Zero(d), flag = hn::Zero(d);
+  auto m = hn::Zero(d);
+  auto finite = hn::FirstN(d, size_t(N));
   int64_t i = 0;
   for (; i + N <= n; i += N) {
     const auto v = hn::LoadU(d, x + i);
     m = hn::Max(m, hn::Abs(v));
-    flag = hn::MulAdd(v, hn::Zero(d), flag);
+    finite = hn::And(finite, hn::IsFinite(v));
   }
   float r = hn::GetLane(hn::MaxOfLanes(d, m));
-  float f = hn::GetLane(hn::SumOfLanes(d, flag));
+  bool all_finite = hn::AllTrue(d, finite);
   for (; i < n; ++i) {
     r = std::max(r, std::fabs(x[i]));
-    f += x[i] * 0.0f;
+    all_finite = all_finite && std::isfinite(x[i]);
   }
-  return f == 0 ? r : NAN;
+  return all_finite ? r : NAN;
 }
 
 // q = round_half_even(x / s) for one group of int8 values (|x / s| <= 127 by the choice of

@@ -14,19 +14,23 @@ namespace wren::kernels {
 // sum of q, which serves q4's +8 offset. The nibble order serves the q4 SIMD paths, which
 // unpack 16 bytes into 16 low nibbles (even columns) and 16 high nibbles (odd columns) and
 // meet x in the same order.
-void quantize_activation(const float* x, int64_t n, int group, QuantizedActivation& out) {
+ActivationRows activation_rows(DType type) { return type == DType::q4 ? kForQ4Rows : kForQ8Rows; }
+
+void quantize_activation(const float* x, int64_t n, int group, QuantizedActivation& out, unsigned rows) {
   if (group <= 0 || n <= 0 || n % group != 0)
     throw KernelError("quantize_activation: group size " + std::to_string(group) +
                       " must be positive and divide the length " + std::to_string(n));
   const int64_t groups = n / group;
   out.n = n;
   out.group = group;
+  out.rows = rows & kForAnyRows;
   if (out.q.size() < size_t(n)) out.q.resize(size_t(n));
   if (out.scales.size() < size_t(groups)) out.scales.resize(size_t(groups));
   if (out.sums.size() < size_t(groups)) out.sums.resize(size_t(groups));
   quantized::quantize_activation_groups(x, n, group, out.q.data(), out.scales.data(),
                                         out.sums.data());
-  if (group % 32 == 0) {
+  const bool q8 = out.rows & kForQ8Rows, q4 = out.rows & kForQ4Rows;
+  if (q4 && group % 32 == 0) {
     if (out.q_nibble_order.size() < size_t(n)) out.q_nibble_order.resize(size_t(n));
     for (int64_t b = 0; b < n; b += 32)
       for (int j = 0; j < 16; ++j) {
@@ -34,14 +38,15 @@ void quantize_activation(const float* x, int64_t n, int group, QuantizedActivati
         out.q_nibble_order[size_t(b + 16 + j)] = out.q[size_t(b + 2 * j + 1)];
       }
   }
-  if (group == 32) {
-    if (out.q_lanes.size() < size_t(n)) out.q_lanes.resize(size_t(n)), out.q_nibble_lanes.resize(size_t(n));
-    quantized::decode_order(out.q.data(), n, 8, out.q_lanes.data());
-    quantized::decode_order(out.q_nibble_order.data(), n, 8, out.q_nibble_lanes.data());
-  } else {
-    out.q_lanes.clear();  // keeps the capacity: a later call of group 32 allocates nothing
-    out.q_nibble_lanes.clear();
-  }
+  // The decode-order copies; an arrangement not made is emptied (its capacity kept, so a
+  // later call that makes it allocates nothing), which tells use_packed to read q instead.
+  const auto lanes = [&](bool made, const std::vector<int8_t>& from, std::vector<int8_t>& to) {
+    if (!made || group != 32) return to.clear();
+    if (to.size() < size_t(n)) to.resize(size_t(n));
+    quantized::decode_order(from.data(), n, 8, to.data());
+  };
+  lanes(q8, out.q, out.q_lanes);
+  lanes(q4, out.q_nibble_order, out.q_nibble_lanes);
 }
 
 bool packable(const MatrixView& w) {
@@ -169,6 +174,9 @@ void check_activation(const MatrixView& w, const QuantizedActivation& xq) {
                       ", group " + std::to_string(xq.group) + " for a " + to_string(w.type) +
                       " matrix of " + std::to_string(w.cols) + " columns, group " +
                       std::to_string(w.group));
+  if (!(xq.rows & activation_rows(w.type)))
+    throw KernelError(std::string("matvec_range: activation quantised without the arrangements ") +
+                      to_string(w.type) + " rows read");
 }
 }  // namespace
 

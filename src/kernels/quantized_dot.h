@@ -135,7 +135,7 @@ void quantize_activation_groups(const float* x, int64_t n, int group, int8_t* q,
 void decode_order(const void* in, int64_t cols, int words, void* out);
 // Whether the SIMD paths may read w.packed with this activation.
 inline bool use_packed(const MatrixView& w, const QuantizedActivation& xq) {
-  return w.packed && w.group == 32 && !xq.q_lanes.empty();
+  return w.packed && w.group == 32 && !(w.type == DType::q4 ? xq.q_nibble_lanes : xq.q_lanes).empty();
 }
 
 // out[r - r0] = W[r,:] . x for r in [r0, r1) of a q8 / q4 matrix, on the active path.

@@ -141,7 +141,7 @@ void gated_down(std::span<const FfnTerm> terms, kernels::ThreadPool* pool) {
   for (size_t i = 0; i < terms.size(); ++i) {
     const MatrixView& d = terms[i].down;
     if (d.type == kernels::DType::q8 || d.type == kernels::DType::q4)
-      kernels::quantize_activation(terms[i].h_gate, d.cols, d.group, activation[i]);
+      kernels::quantize_activation(terms[i].h_gate, d.cols, d.group, activation[i], kernels::activation_rows(d.type));
   }
   const kernels::QuantizedActivation* xq = activation.data();
   kernels::run_ranges(pool, first[out.n], kItemPieces, [&](int64_t begin, int64_t end) {

@@ -43,11 +43,13 @@ void run_products(std::span<const Product> products, kernels::ThreadPool* pool) 
     first[i + 1] = first[i] + (rows[i] + step[i] - 1) / step[i];
   }
   // Each distinct (x, group) of the quantised products is quantised once, on the caller,
-  // before the items run: xq_of[i] indexes activation[] (-1: f32 / bf16, none needed).
+  // before the items run, for the precisions of the rows that read it: xq_of[i] indexes
+  // activation[] (-1: f32 / bf16, none needed), made from product quantised_by[a].
   thread_local std::vector<kernels::QuantizedActivation> activation;
-  thread_local std::vector<int64_t> xq_buf;
+  thread_local std::vector<int64_t> xq_buf, quantised_by;
+  thread_local std::vector<unsigned> rows_of;
   xq_buf.assign(size_t(n), -1);
-  int64_t n_activations = 0;
+  quantised_by.clear(), rows_of.clear();
   for (int64_t i = 0; i < n; ++i) {
     const Product& p = products[size_t(i)];
     if (!present(p.w) || !quantised(p.w)) continue;
@@ -55,10 +57,16 @@ void run_products(std::span<const Product> products, kernels::ThreadPool* pool) 
       if (xq_buf[size_t(j)] >= 0 && products[size_t(j)].x == p.x && products[size_t(j)].w.group == p.w.group &&
           products[size_t(j)].w.cols == p.w.cols)
         xq_buf[size_t(i)] = xq_buf[size_t(j)];
-    if (xq_buf[size_t(i)] >= 0) continue;
-    if (size_t(n_activations) == activation.size()) activation.emplace_back();
-    kernels::quantize_activation(p.x, p.w.cols, p.w.group, activation[size_t(n_activations)]);
-    xq_buf[size_t(i)] = n_activations++;
+    if (xq_buf[size_t(i)] < 0) {
+      xq_buf[size_t(i)] = int64_t(quantised_by.size());
+      quantised_by.push_back(i), rows_of.push_back(0);
+    }
+    rows_of[size_t(xq_buf[size_t(i)])] |= kernels::activation_rows(p.w.type);
+  }
+  if (activation.size() < quantised_by.size()) activation.resize(quantised_by.size());
+  for (size_t a = 0; a < quantised_by.size(); ++a) {
+    const Product& p = products[size_t(quantised_by[a])];
+    kernels::quantize_activation(p.x, p.w.cols, p.w.group, activation[a], rows_of[a]);
   }
   // The items run on other threads too: they see the caller's buffers through pointers
   // (a thread_local named inside the lambda would be the worker's own).
