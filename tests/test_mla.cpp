@@ -315,8 +315,8 @@ TEST(MlaAbsorbed, ThreadCountIndependent) {
   kernels::ThreadPool pool(2);
   std::mt19937 rng(12);
   std::vector<float> one(d), two(d), ref(d);
-  // One tile (its heads in four groups), two and three tiles (two parts of two head groups;
-  // three parts of one), and four parts.
+  // One and two tiles (one or two parts, each head in a group of its own), three and four
+  // tiles (three or four parts of two head groups).
   const std::vector<int64_t> checked = {40, 100, 150, 199};
   for (int64_t pos = 0; pos < 200; ++pos) {
     const std::vector<float> x = randn(d, rng);
