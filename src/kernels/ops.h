@@ -70,7 +70,7 @@ struct QuantizedActivation {
   std::vector<int8_t> q_nibble_order;
   // [n] q and q_nibble_order in decode order (pack_for_dot below), for packed q8 and q4
   // weights: whole 256-column blocks transposed, and the tail of T < 8 groups as well.
-  // Filled for q8 and q4 rows respectively when G == 32; empty otherwise.
+  // Filled for q8 and q4 rows respectively when G == 32; otherwise never read.
   std::vector<int8_t> q_lanes, q_nibble_lanes;
   std::vector<float> scales;    // [n / G] s_g
   // [n / G] sum_{i in g} q_i. q4 stores v + 8, so sum (v + 8) q = sum v q + 8 sums_g.

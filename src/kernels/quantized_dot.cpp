@@ -38,10 +38,9 @@ void quantize_activation(const float* x, int64_t n, int group, QuantizedActivati
         out.q_nibble_order[size_t(b + 16 + j)] = out.q[size_t(b + 2 * j + 1)];
       }
   }
-  // The decode-order copies; an arrangement not made is emptied (its capacity kept, so a
-  // later call that makes it allocates nothing), which tells use_packed to read q instead.
+  // The decode-order copies, for groups of 32 (what packed rows have).
   const auto lanes = [&](bool made, const std::vector<int8_t>& from, std::vector<int8_t>& to) {
-    if (!made || group != 32) return to.clear();
+    if (!made || group != 32) return;
     if (to.size() < size_t(n)) to.resize(size_t(n));
     quantized::decode_order(from.data(), n, 8, to.data());
   };

@@ -133,10 +133,10 @@ void quantize_activation_groups(const float* x, int64_t n, int group, int8_t* q,
 // `words` 4-byte words: per whole block of 8 groups, word k of group l goes to place 8 k + l,
 // and in the tail of T < 8 groups to place T k + l. in and out do not overlap.
 void decode_order(const void* in, int64_t cols, int words, void* out);
-// Whether the SIMD paths may read w.packed with this activation.
-inline bool use_packed(const MatrixView& w, const QuantizedActivation& xq) {
-  return w.packed && w.group == 32 && !(w.type == DType::q4 ? xq.q_nibble_lanes : xq.q_lanes).empty();
-}
+// Whether the SIMD paths may read w.packed: an activation that passed
+// dot_rows' / gemm_rows' check has w's group and carries the arrangements of w's rows, so a
+// group of 32 means its decode-order copy is there.
+inline bool use_packed(const MatrixView& w) { return w.packed && w.group == 32; }
 
 // out[r - r0] = W[r,:] . x for r in [r0, r1) of a q8 / q4 matrix, on the active path.
 // Checks that xq matches w (KernelError naming both).

@@ -513,7 +513,7 @@ void q8_rows(const MatrixView& w, const QuantizedActivation& xq, int64_t r0, int
              float* out) {
   if (w.group % 32 != 0) return q8_rows_scalar(w, xq, r0, r1, out);
   int64_t r = r0;
-  if (use_packed(w, xq)) {
+  if (use_packed(w)) {
     if (w.cols == 32) return one_group_rows<false>(w, xq, r0, r1, out);
     for (; r + 2 <= r1; r += 2) packed_tile<2, 1, false>(w, &xq, r, out + (r - r0), 1);
     for (; r < r1; ++r) packed_tile<1, 1, false>(w, &xq, r, out + (r - r0), 1);
@@ -526,7 +526,7 @@ void q4_rows(const MatrixView& w, const QuantizedActivation& xq, int64_t r0, int
              float* out) {
   if (w.group % 32 != 0) return q4_rows_scalar(w, xq, r0, r1, out);
   int64_t r = r0;
-  if (use_packed(w, xq)) {
+  if (use_packed(w)) {
     if (w.cols == 32) return one_group_rows<true>(w, xq, r0, r1, out);
     for (; r + 2 <= r1; r += 2) packed_tile<2, 1, true>(w, &xq, r, out + (r - r0), 1);
     for (; r < r1; ++r) packed_tile<1, 1, true>(w, &xq, r, out + (r - r0), 1);
@@ -641,7 +641,7 @@ void q4_pairs_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r
 void q8_gemm(const MatrixView& w, const QuantizedActivation* xq, int64_t n_tokens, int64_t r0, int64_t r1,
              float* y, int64_t ldy) {
   if (w.group % 32 != 0) return q8_gemm_scalar(w, xq, n_tokens, r0, r1, y, ldy);
-  if (n_tokens > 0 && use_packed(w, xq[0]))  // every xq[t] has w's n and group (checked), so lanes too
+  if (n_tokens > 0 && use_packed(w))  // every xq[t] passed the check, so lanes too
     return gemm_blocks<kGemmRows, kGemmTokens>(n_tokens, r0, r1, y, ldy, [&]<int R, int C>(int64_t r, int64_t t, float* out) {
       packed_tile<R, C, false>(w, xq + t, r, out, ldy);
     });
@@ -653,7 +653,7 @@ void q8_gemm(const MatrixView& w, const QuantizedActivation* xq, int64_t n_token
 void q4_gemm(const MatrixView& w, const QuantizedActivation* xq, int64_t n_tokens, int64_t r0, int64_t r1,
              float* y, int64_t ldy) {
   if (w.group % 32 != 0) return q4_gemm_scalar(w, xq, n_tokens, r0, r1, y, ldy);
-  if (n_tokens > 0 && use_packed(w, xq[0]))
+  if (n_tokens > 0 && use_packed(w))
     return gemm_blocks<kGemmRows, kGemmTokens>(n_tokens, r0, r1, y, ldy, [&]<int R, int C>(int64_t r, int64_t t, float* out) {
       packed_tile<R, C, true>(w, xq + t, r, out, ldy);
     });
