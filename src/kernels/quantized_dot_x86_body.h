@@ -14,6 +14,10 @@
 // offset is removed exactly in int32: sum (v + 8) q_x - 8 sum q_x.
 
 constexpr int kRows = 4;
+// Packed decode rows of whole blocks per tile (packed_rows): q8 as many as the path's
+// registers hold (kDecodeQ8Rows), q4 four.
+template <bool kQ4>
+constexpr int kDecodeRows = kQ4 ? 4 : kDecodeQ8Rows;
 
 inline float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -434,6 +438,13 @@ template <int R, int C, bool kQ4>
 // 4 KB). (The same prefetches through a helper, prefetch_lines(p, bytes), inlined or not, built
 // a q8 decode row 15% slower on the Llama shape, 12.0 against 14.2 tokens/s at 1 thread, for
 // a reason not found: measure before reshaping this loop.)
+// The distance counts from the end of the tile: R rows lie side by side in one run, so row j's
+// bytes kPrefetchBytes ahead are rows j + 1.. of the same tile, already on their way, once R
+// row_bytes reach that far (four q4 rows of 1024 bytes, eight q8 rows of 2048). Ahead of the
+// tile (R row_bytes + kPrefetchBytes) against ahead of the row, Zen 5, alternating, 3 rounds,
+// 1 / 2 threads: the Llama-3.2-1B shape q4 30.5-31.7 / 57.0-59.1 -> 32.3-33.0 / 61.0-62.4
+// tokens/s, nenya q8 36.9-38.9 / 66.3-71.2 -> 41.3-42.8 / 72.4-76.5; the Llama shape q8 the
+// same (23.5-23.6 / 44.0-44.1 against 23.0-23.8 / 43.6-45.8).
 template <bool kQ4>
 constexpr int64_t kPrefetchBytes = kQ4 ? 3072 : 2048;
 template <int R, int C, bool kQ4>
@@ -448,10 +459,11 @@ void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, 
   __m256 acc[R][C];
   WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t) acc[j][t] = _mm256_setzero_ps();
   constexpr int64_t kBlockBytes = kQ4 ? 128 : 256;
+  const int64_t ahead = R * row_bytes + kPrefetchBytes<kQ4>;  // past this tile's R rows
   for (int64_t b = 0; b < blocks; ++b) {
     if constexpr (C == 1)
       WREN_UNROLL for (int j = 0; j < R; ++j) for (int64_t at = 0; at < kBlockBytes; at += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(row[j] + kBlockBytes * b + at + kPrefetchBytes<kQ4>), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(row[j] + kBlockBytes * b + at + ahead), _MM_HINT_T0);
     __m256i isum[R][C];
     if constexpr (kVnni) vnni_block_sums<R, C, kQ4>(row, xq, b, isum);
     else avx2_block_sums<R, C, kQ4>(row, xq, b, isum);
@@ -465,7 +477,7 @@ void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, 
   }
   if constexpr (C == 1)
     WREN_UNROLL for (int j = 0; j < R; ++j) for (int64_t at = kBlockBytes * blocks; at < row_bytes; at += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(row[j] + at + kPrefetchBytes<kQ4>), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(row[j] + at + ahead), _MM_HINT_T0);
   packed_tail<R, C, kQ4>(row, sw, xq, blocks, w.groups(), acc);
   WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t) y[t * ldy + j] = hsum(acc[j][t]);
 }
@@ -500,25 +512,40 @@ void one_group_rows(const MatrixView& w, const QuantizedActivation& xq, int64_t 
   }
 }
 
-// Rows [r0, r1). Groups that are not whole 32-column blocks go to the plain path. Packed
-// rows go two at a time: the pair lies in one run of memory (row r + 1 starts where r ends),
-// so it is still one stream, and each block's offsets, scales and reductions serve two rows
-// with twice the independent work. nenya q8 (960-byte rows), alternating: 1 thread
-// 22.5-23.0 -> 23.4-24.0 tokens/s, 2 threads 39.5-40.9 -> 41.2-42.5; the Llama-3.2-1B shape
-// q8 +1-10% at 2 threads, q4 unchanged; four rows at a time were slower than two. Stored q8
-// rows are streamed one at a time: four rows side by side (four streams 256 bytes apart per
-// step) read 1 GiB at a third of the speed on Zen 4 under KVM (4.5 vs 13.9 GB/s, 1 thread).
-// Stored q4 rows: kRows at a time, then the rest one at a time.
+// Rows [r0, r1). Groups that are not whole 32-column blocks go to the plain path. Packed rows
+// lie in one run of memory (row r + 1 starts where r ends), so R rows at a time are still one
+// stream, and each block's offsets, scales and reductions serve R rows with R times the
+// independent work. Rows of whole 256-column blocks go kDecodeRows at a time (four, or eight q8
+// rows on the AVX-512 paths). Four against two on a Zen 5 under KVM (probe 35-38 GB/s at 1
+// thread) the Llama-3.2-1B shape, alternating, 3 rounds, 1 / 2 threads: q8 15.8-16.5 / 31.3-31.8
+// -> 19.0-19.1 / 35.9-37.1 tokens/s (zmm path), 15.2 / 29.1-29.6 -> 17.1-17.2 / 29.6-33.8
+// (avx2), 15.4-16.0 / 30.1-31.3 -> 18.5-18.7 / 35.0-35.7 (avxvnni); q4 25.6 / 46.5-47.7 ->
+// 26.7-27.0 / 49.3-50.1 (zmm), 23.7-24.4 / 44.4-44.8 -> 24.7-25.9 / 47.7-50.3 (avx2). Rows with
+// a tail go four at a time (eight q8 rows with a tail were slower): with the prefetch ahead of
+// the tile (packed_tile), BM_DecodeStream's nenya rows, best of 3 alternating, 1 / 2 threads, q8
+// 384 columns 23.0 / 38.7 -> 27.1 / 41.8 GB/s, 960 columns 28.4 / 51.1 -> 32.3 / 52.9, q4 384
+// columns 18.6 / 31.4 -> 22.7 / 32.5, 960 columns 22.3-27.9 / 39.8-48.0 -> 24.4-25.2 / 43.2-45.5
+// (before that prefetch, four slowed the 960 columns by 7-13%). Then two, then one. Rows of a
+// single group take one_group_rows. Stored q8 rows are streamed one at a time: four rows side by
+// side (four streams 256 bytes apart per step) read 1 GiB at a third of the speed on Zen 4 under
+// KVM (4.5 vs 13.9 GB/s, 1 thread). Stored q4 rows: kRows at a time, then the rest one at a
+// time.
+template <bool kQ4>
+void packed_rows(const MatrixView& w, const QuantizedActivation& xq, int64_t r0, int64_t r1, float* out) {
+  if (w.cols == 32) return one_group_rows<kQ4>(w, xq, r0, r1, out);
+  int64_t r = r0;
+  if (w.cols % 256 == 0)
+    for (; r + kDecodeRows<kQ4> <= r1; r += kDecodeRows<kQ4>) packed_tile<kDecodeRows<kQ4>, 1, kQ4>(w, &xq, r, out + (r - r0), 1);
+  for (; r + 4 <= r1; r += 4) packed_tile<4, 1, kQ4>(w, &xq, r, out + (r - r0), 1);
+  for (; r + 2 <= r1; r += 2) packed_tile<2, 1, kQ4>(w, &xq, r, out + (r - r0), 1);
+  for (; r < r1; ++r) packed_tile<1, 1, kQ4>(w, &xq, r, out + (r - r0), 1);
+}
+
 void q8_rows(const MatrixView& w, const QuantizedActivation& xq, int64_t r0, int64_t r1,
              float* out) {
   if (w.group % 32 != 0) return q8_rows_scalar(w, xq, r0, r1, out);
   int64_t r = r0;
-  if (use_packed(w)) {
-    if (w.cols == 32) return one_group_rows<false>(w, xq, r0, r1, out);
-    for (; r + 2 <= r1; r += 2) packed_tile<2, 1, false>(w, &xq, r, out + (r - r0), 1);
-    for (; r < r1; ++r) packed_tile<1, 1, false>(w, &xq, r, out + (r - r0), 1);
-    return;
-  }
+  if (use_packed(w)) return packed_rows<false>(w, xq, r0, r1, out);
   for (; r < r1; ++r) rows_block<1, false>(w, xq, r, out + (r - r0));
 }
 
@@ -526,12 +553,7 @@ void q4_rows(const MatrixView& w, const QuantizedActivation& xq, int64_t r0, int
              float* out) {
   if (w.group % 32 != 0) return q4_rows_scalar(w, xq, r0, r1, out);
   int64_t r = r0;
-  if (use_packed(w)) {
-    if (w.cols == 32) return one_group_rows<true>(w, xq, r0, r1, out);
-    for (; r + 2 <= r1; r += 2) packed_tile<2, 1, true>(w, &xq, r, out + (r - r0), 1);
-    for (; r < r1; ++r) packed_tile<1, 1, true>(w, &xq, r, out + (r - r0), 1);
-    return;
-  }
+  if (use_packed(w)) return packed_rows<true>(w, xq, r0, r1, out);
   if (w.group == 32 && w.groups() % 8 == 0) {
     for (; r + kRows <= r1; r += kRows) q4_pairs_block<kRows>(w, xq, r, out + (r - r0));
     for (; r < r1; ++r) q4_pairs_block<1>(w, xq, r, out + (r - r0));
