@@ -41,11 +41,20 @@ VF LoadQ8(const int8_t* p) {
   return hn::ConvertTo(DF(), hn::PromoteTo(hn::RebindToSigned<DF>(), hn::LoadU(d8, p)));
 }
 // N bytes = 2N columns: even columns (low nibbles) and odd columns (high nibbles), minus 8.
+// With 16 lanes a nibble is an index into the 16 values -8..7 (one lane permute, where the
+// subtraction and conversion are two operations on the same two ports of a 512-bit core);
+// the values are the same.
 void LoadQ4(const uint8_t* p, VF& even, VF& odd) {
   const DF d;
   const hn::RebindToSigned<DF> di;
   const hn::Rebind<uint8_t, DF> d8;
   const auto b = hn::BitCast(di, hn::PromoteTo(hn::RebindToUnsigned<DF>(), hn::LoadU(d8, p)));
+  if constexpr (hn::MaxLanes(DF()) == 16) {
+    const VF values = hn::Iota(d, -8.0f);
+    even = hn::TableLookupLanes(values, hn::IndicesFromVec(d, hn::And(b, hn::Set(di, 0xF))));
+    odd = hn::TableLookupLanes(values, hn::IndicesFromVec(d, hn::ShiftRight<4>(b)));
+    return;
+  }
   const auto eight = hn::Set(di, 8);
   even = hn::ConvertTo(d, hn::Sub(hn::And(b, hn::Set(di, 0xF)), eight));
   odd = hn::ConvertTo(d, hn::Sub(hn::ShiftRight<4>(b), eight));
@@ -212,8 +221,8 @@ void Axpby(float a, const float* x, float b, int64_t n, float* y) {
 
 // Four q8 / q4 rows of AddRowsRange at once: each vector of y is loaded and stored once per
 // four rows, its four multiply-adds in row order, so every y[i] takes the same steps as one
-// row at a time (the same bits) with a quarter of y's loads and stores (and, for q4, of the
-// interleaving of y into even and odd columns). The products coefficient x group scale are
+// row at a time (the same bits) with a quarter of y's loads and stores (q4: of y's planes, its
+// even and odd columns apart, made once per call, AddQ4Quads). The products coefficient x group scale are
 // formed first for a span of groups, the f16 scales widened N at a time (F16C / FP16 lanes):
 // a scalar conversion per group and row cost more than the group's multiply-adds (q8: 12.0
 // against 18.1 GB/s from L2 at 1 thread on AVX3, BM_AddRows).
@@ -297,8 +306,11 @@ void AddQ8Rows4(const MatrixView& w, const int32_t* rows, const float* coeffs, f
     }
 }
 
-void AddQ4Rows4(const MatrixView& w, const int32_t* rows, const float* coeffs, float* y, int64_t c0, int64_t c1,
-                const int32_t* next, int n_next) {
+// q4 quads add into y's planes (ToPlanes): each whole 2N-column block of a group holds its
+// even columns, then its odd ones, as a row's low and high nibbles give them, so a quad loads
+// and stores them plainly; a group's last columns short of a block stay in place.
+void AddQ4Rows4(const MatrixView& w, const int32_t* rows, const float* coeffs, float* planes, int64_t c0,
+                int64_t c1, const int32_t* next, int n_next) {
   const DF d;
   const int64_t N = int64_t(hn::Lanes(d)), groups = (c1 - c0) / w.group;
   const uint8_t* q[4];
@@ -310,20 +322,58 @@ void AddQ4Rows4(const MatrixView& w, const int32_t* rows, const float* coeffs, f
       const int64_t g0 = c0 + (s0 + g) * w.group;
       if (g0 % 128 == 0 || g == 0) ahead.lines(g0 / 2, (g0 + w.group) / 2);
       int64_t i = g0;
-      for (; i + 2 * N <= g0 + w.group; i += 2 * N) {  // y's even and odd columns
-        VF ye, yo;
-        hn::LoadInterleaved2(d, y + i, ye, yo);
+      for (; i + 2 * N <= g0 + w.group; i += 2 * N) {
+        VF ye = hn::LoadU(d, planes + i), yo = hn::LoadU(d, planes + i + N);
         for (int j = 0; j < 4; ++j) {
           VF we, wo;
           LoadQ4(q[j] + i / 2, we, wo);
           const VF va = hn::Set(d, sg.a[j][g]);
           ye = hn::MulAdd(va, we, ye), yo = hn::MulAdd(va, wo, yo);
         }
-        hn::StoreInterleaved2(ye, yo, d, y + i);
+        hn::StoreU(ye, d, planes + i), hn::StoreU(yo, d, planes + i + N);
       }
       for (; i < g0 + w.group; ++i)
-        for (int j = 0; j < 4; ++j) y[i] += sg.a[j][g] * float(Nibble(q[j], i));
+        for (int j = 0; j < 4; ++j) planes[i] += sg.a[j][g] * float(Nibble(q[j], i));
     }
+}
+
+// y[c0:c1) to the planes of AddQ4Rows4 and back (`back`). Once per call, not once per quad: a
+// 512-bit interleave is two lane permutes, on the port the nibbles' widening also needs.
+// BM_AddRows q4, 1 thread, Emerald Rapids, best of 3 alternating rounds, GB/s (512 rows half
+// fired / 16384 half / 16384 all): 6.3 / 6.3 / 5.7 before, 7.4 / 7.0 / 7.2 with LoadQ4's
+// table, 8.9 / 8.5 / 8.8 with the planes too; full-size embla-1 q4 tg48 at 1 thread within
+// the sitting's noise (16.1, 18.8 against 15.3, 19.7 tokens/s): its rows there stream from
+// memory at about the same rate either way.
+void ToPlanes(int64_t group, float* y, float* planes, int64_t c0, int64_t c1, bool back) {
+  const DF d;
+  const int64_t N = int64_t(hn::Lanes(d));
+  for (int64_t g0 = c0; g0 < c1; g0 += group) {
+    int64_t i = g0;
+    for (; i + 2 * N <= g0 + group; i += 2 * N) {
+      if (back) {
+        hn::StoreInterleaved2(hn::LoadU(d, planes + i), hn::LoadU(d, planes + i + N), d, y + i);
+      } else {
+        VF even, odd;
+        hn::LoadInterleaved2(d, y + i, even, odd);
+        hn::StoreU(even, d, planes + i), hn::StoreU(odd, d, planes + i + N);
+      }
+    }
+    for (; i < g0 + group; ++i) (back ? y[i] : planes[i]) = (back ? planes[i] : y[i]);
+  }
+}
+
+// The q4 quads of AddRowsRange, through y's planes (kept per thread, grown once).
+int64_t AddQ4Quads(const MatrixView& w, const int32_t* rows, const float* coeffs, int64_t n_rows, float* y,
+                   int64_t c0, int64_t c1) {
+  if (n_rows < 4) return 0;
+  thread_local std::vector<float> planes;
+  if (planes.size() < size_t(c1)) planes.resize(size_t(c1));
+  ToPlanes(w.group, y, planes.data(), c0, c1, false);
+  int64_t k = 0;
+  for (; k + 4 <= n_rows; k += 4)
+    AddQ4Rows4(w, rows + k, coeffs + k, planes.data(), c0, c1, rows + k + 4, int(std::min<int64_t>(4, n_rows - k - 4)));
+  ToPlanes(w.group, y, planes.data(), c0, c1, true);
+  return k;
 }
 
 // y[c0:c1) += sum_i coeffs[i] W[rows[i], c0:c1). For q8/q4, c0 and c1 are group bounds and
@@ -338,9 +388,7 @@ void AddRowsRange(const MatrixView& w, const int32_t* rows, const float* coeffs,
   if (w.type == DType::q8)
     for (; k + 4 <= n_rows; k += 4)
       AddQ8Rows4(w, rows + k, coeffs + k, y, c0, c1, rows + k + 4, int(std::min<int64_t>(4, n_rows - k - 4)));
-  if (w.type == DType::q4)
-    for (; k + 4 <= n_rows; k += 4)
-      AddQ4Rows4(w, rows + k, coeffs + k, y, c0, c1, rows + k + 4, int(std::min<int64_t>(4, n_rows - k - 4)));
+  if (w.type == DType::q4) k = AddQ4Quads(w, rows, coeffs, n_rows, y, c0, c1);
   for (; k < n_rows; ++k) {
     const int64_t r = rows[k];
     const float c = coeffs[k];
