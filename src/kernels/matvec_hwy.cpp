@@ -261,8 +261,8 @@ struct ScaledGroups {
 };
 
 // The fired rows are scattered, so the hardware's stream prefetch starts over at each one: a
-// quad asks for the next quad's rows (`next`, n_next of them) as it reads its own, a cache line
-// of each per line of its own, and for their scales before it starts. BM_AddRows q8, 16384
+// quad asks for the next quad's rows (up to four of the `left` rows after it) as it reads its
+// own, a cache line of each per line of its own, and for their scales before it starts. BM_AddRows q8, 16384
 // rows, 1 thread, Emerald Rapids, alternating, 3 rounds: half fired 14.1-14.7 -> 15.4-16.4
 // GB/s, all 14.1-14.9 -> 15.8-16.3 (q4, bound by its unpacking, half fired: 5.4-5.9 ->
 // 5.3-6.5); full-size embla-1 q8 tg48, 1 / 2 threads, 11.6-12.4 / 18.9-21.3 -> 13.3-13.5 /
@@ -270,7 +270,8 @@ struct ScaledGroups {
 struct NextRows {
   const char* row[4] = {};
   int n = 0;
-  NextRows(const MatrixView& w, const int32_t* next, int n_next, int64_t c0, int64_t c1) : n(n_next) {
+  NextRows(const MatrixView& w, const int32_t* next, int64_t left, int64_t c0, int64_t c1)
+      : n(int(std::clamp<int64_t>(left, 0, 4))) {
     for (int j = 0; j < n; ++j) {
       row[j] = static_cast<const char*>(w.data) + next[j] * w.row_bytes();
       const char* s = reinterpret_cast<const char*>(w.row_scales(next[j]) + c0 / w.group);
@@ -284,12 +285,12 @@ struct NextRows {
 };
 
 void AddQ8Rows4(const MatrixView& w, const int32_t* rows, const float* coeffs, float* y, int64_t c0, int64_t c1,
-                const int32_t* next, int n_next) {
+                int64_t left) {
   const DF d;
   const int64_t N = int64_t(hn::Lanes(d)), groups = (c1 - c0) / w.group;
   const int8_t* q[4];
   for (int j = 0; j < 4; ++j) q[j] = w.q8_row(rows[j]);
-  const NextRows ahead(w, next, n_next, c0, c1);
+  const NextRows ahead(w, rows + 4, left, c0, c1);
   ScaledGroups sg(w, rows, coeffs, c0);
   for (int64_t s0 = 0; s0 < groups; s0 += kSpanGroups)
     for (int64_t g = 0, n = sg.fill(s0, groups); g < n; ++g) {
@@ -310,12 +311,12 @@ void AddQ8Rows4(const MatrixView& w, const int32_t* rows, const float* coeffs, f
 // even columns, then its odd ones, as a row's low and high nibbles give them, so a quad loads
 // and stores them plainly; a group's last columns short of a block stay in place.
 void AddQ4Rows4(const MatrixView& w, const int32_t* rows, const float* coeffs, float* planes, int64_t c0,
-                int64_t c1, const int32_t* next, int n_next) {
+                int64_t c1, int64_t left) {
   const DF d;
   const int64_t N = int64_t(hn::Lanes(d)), groups = (c1 - c0) / w.group;
   const uint8_t* q[4];
   for (int j = 0; j < 4; ++j) q[j] = w.q4_row(rows[j]);
-  const NextRows ahead(w, next, n_next, c0, c1);
+  const NextRows ahead(w, rows + 4, left, c0, c1);
   ScaledGroups sg(w, rows, coeffs, c0);
   for (int64_t s0 = 0; s0 < groups; s0 += kSpanGroups)
     for (int64_t g = 0, n = sg.fill(s0, groups); g < n; ++g) {
@@ -358,7 +359,9 @@ void ToPlanes(int64_t group, float* y, float* planes, int64_t c0, int64_t c1, bo
         hn::StoreU(even, d, planes + i), hn::StoreU(odd, d, planes + i + N);
       }
     }
-    for (; i < g0 + group; ++i) (back ? y[i] : planes[i]) = (back ? planes[i] : y[i]);
+    for (; i < g0 + group; ++i)
+      if (back) y[i] = planes[i];
+      else planes[i] = y[i];
   }
 }
 
@@ -370,15 +373,14 @@ int64_t AddQ4Quads(const MatrixView& w, const int32_t* rows, const float* coeffs
   if (planes.size() < size_t(c1)) planes.resize(size_t(c1));
   ToPlanes(w.group, y, planes.data(), c0, c1, false);
   int64_t k = 0;
-  for (; k + 4 <= n_rows; k += 4)
-    AddQ4Rows4(w, rows + k, coeffs + k, planes.data(), c0, c1, rows + k + 4, int(std::min<int64_t>(4, n_rows - k - 4)));
+  for (; k + 4 <= n_rows; k += 4) AddQ4Rows4(w, rows + k, coeffs + k, planes.data(), c0, c1, n_rows - k - 4);
   ToPlanes(w.group, y, planes.data(), c0, c1, true);
   return k;
 }
 
 // y[c0:c1) += sum_i coeffs[i] W[rows[i], c0:c1). For q8/q4, c0 and c1 are group bounds and
 // each group is one f32 axpy: y += (coeff s_g) q, the int8 or nibble values widened in SIMD
-// registers (q4: low nibbles to even columns, high to odd, through interleaved y); q8 and
+// registers (q4: low nibbles to even columns, high to odd, through y's planes); q8 and
 // q4 rows four at a time (AddQ8Rows4, AddQ4Rows4), then the rest.
 void AddRowsRange(const MatrixView& w, const int32_t* rows, const float* coeffs, int64_t n_rows,
                   float* y, int64_t c0, int64_t c1) {
@@ -386,8 +388,7 @@ void AddRowsRange(const MatrixView& w, const int32_t* rows, const float* coeffs,
   const int64_t N = int64_t(hn::Lanes(d));
   int64_t k = 0;
   if (w.type == DType::q8)
-    for (; k + 4 <= n_rows; k += 4)
-      AddQ8Rows4(w, rows + k, coeffs + k, y, c0, c1, rows + k + 4, int(std::min<int64_t>(4, n_rows - k - 4)));
+    for (; k + 4 <= n_rows; k += 4) AddQ8Rows4(w, rows + k, coeffs + k, y, c0, c1, n_rows - k - 4);
   if (w.type == DType::q4) k = AddQ4Quads(w, rows, coeffs, n_rows, y, c0, c1);
   for (; k < n_rows; ++k) {
     const int64_t r = rows[k];
