@@ -27,6 +27,16 @@
 
 namespace wren::kernels::quantized {
 
+// Whether q4 decode rows prefetch into L2 only (packed_tile's kToL2): on Intel cores, not on
+// AMD's. On an Emerald Rapids Xeon (zmm path, tg32, 12 alternating rounds over one shared
+// afternoon) the Llama-3.2-1B shape q4 with its lines sent to L2 rather than L1 was faster in 9
+// of 12 rounds at 1 thread and 9 of 12 at 2, medians 19.0 -> 20.0 and 35.5 -> 38.2 tokens/s;
+// OLMoE's q4 in both of 2 rounds (19.6-20.5 / 36.7-38.4 -> 20.9-21.2 / 38.2-39.7). q8 rows
+// were no faster (the Llama shape within the rounds' noise), so they keep L1 everywhere. AMD's Zen 4 documents prefetcht1 as an L2 fill
+// but has been measured to drop some of them (Wang et al. 2024, arXiv 2411.02814), and the Zen 5
+// tuning of these distances used L1, so AMD keeps it.
+bool prefetch_q4_to_l2();
+
 WREN_TARGET_PUSH("avx2,fma,f16c")
 namespace avx2 {
 // 16 ymm registers: a tile of 2 rows x 2 tokens keeps its sums and accumulators in them, a
@@ -122,11 +132,13 @@ namespace {
 // the zmm and mask, registers). Read directly: clang's __builtin_cpu_supports knows neither
 // "f16c" nor "avxvnni".
 struct Features {
-  bool avx2 = false, avx512vnni = false, avxvnni = false, avx512vbmi2 = false;
+  bool avx2 = false, avx512vnni = false, avxvnni = false, avx512vbmi2 = false, intel = false;
 };
 Features read_features() {
   Features f;
   unsigned a, b, c, d;
+  if (!__get_cpuid(0, &a, &b, &c, &d)) return f;
+  f.intel = b == 0x756e6547 && d == 0x49656e69 && c == 0x6c65746e;  // "GenuineIntel"
   if (!__get_cpuid_count(1, 0, &a, &b, &c, &d)) return f;
   const bool fma = c >> 12 & 1, osxsave = c >> 27 & 1, avx = c >> 28 & 1, f16c = c >> 29 & 1;
   if (!osxsave || !avx) return f;
@@ -151,6 +163,11 @@ bool has_avxvnni() { return features().avxvnni; }
 // Cores that keep their clock under 512-bit integer multiply-adds: Intel from Ice Lake and AMD
 // from Zen 4, told apart from Skylake-SP and Cascade Lake (which lower it) by AVX512-VBMI2.
 bool has_full_speed_zmm() { return features().avx512vbmi2; }
+}  // namespace
+
+bool prefetch_q4_to_l2() { return features().intel; }
+
+namespace {
 
 // avx512vnni-zmm: 512-bit decode rows and batched tiles, first where the core keeps its clock
 // under them: on a Xeon with VBMI2 (family 6 model 167) the decode rows in L2 run q8 44-51

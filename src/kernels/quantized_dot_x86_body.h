@@ -445,9 +445,11 @@ template <int R, int C, bool kQ4>
 // 1 / 2 threads: the Llama-3.2-1B shape q4 30.5-31.7 / 57.0-59.1 -> 32.3-33.0 / 61.0-62.4
 // tokens/s, nenya q8 36.9-38.9 / 66.3-71.2 -> 41.3-42.8 / 72.4-76.5; the Llama shape q8 the
 // same (23.5-23.6 / 44.0-44.1 against 23.0-23.8 / 43.6-45.8).
+// kToL2: the lines go to L2 only (prefetcht1), not L1; packed_rows takes it for q4 rows where
+// prefetch_q4_to_l2() says so.
 template <bool kQ4>
 constexpr int64_t kPrefetchBytes = kQ4 ? 3072 : 2048;
-template <int R, int C, bool kQ4>
+template <int R, int C, bool kQ4, bool kToL2 = false>
 void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, float* y, int64_t ldy) {
   const int64_t blocks = w.cols / 256, row_bytes = kQ4 ? w.cols / 2 : w.cols;
   const uint8_t* row[R];
@@ -463,7 +465,7 @@ void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, 
   for (int64_t b = 0; b < blocks; ++b) {
     if constexpr (C == 1)
       WREN_UNROLL for (int j = 0; j < R; ++j) for (int64_t at = 0; at < kBlockBytes; at += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(row[j] + kBlockBytes * b + at + ahead), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(row[j] + kBlockBytes * b + at + ahead), kToL2 ? _MM_HINT_T1 : _MM_HINT_T0);
     __m256i isum[R][C];
     if constexpr (kVnni) vnni_block_sums<R, C, kQ4>(row, xq, b, isum);
     else avx2_block_sums<R, C, kQ4>(row, xq, b, isum);
@@ -477,7 +479,7 @@ void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, 
   }
   if constexpr (C == 1)
     WREN_UNROLL for (int j = 0; j < R; ++j) for (int64_t at = kBlockBytes * blocks; at < row_bytes; at += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(row[j] + at + ahead), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(row[j] + at + ahead), kToL2 ? _MM_HINT_T1 : _MM_HINT_T0);
   packed_tail<R, C, kQ4>(row, sw, xq, blocks, w.groups(), acc);
   WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t) y[t * ldy + j] = hsum(acc[j][t]);
 }
@@ -530,15 +532,21 @@ void one_group_rows(const MatrixView& w, const QuantizedActivation& xq, int64_t 
 // side (four streams 256 bytes apart per step) read 1 GiB at a third of the speed on Zen 4 under
 // KVM (4.5 vs 13.9 GB/s, 1 thread). Stored q4 rows: kRows at a time, then the rest one at a
 // time.
-template <bool kQ4>
-void packed_rows(const MatrixView& w, const QuantizedActivation& xq, int64_t r0, int64_t r1, float* out) {
+template <bool kQ4, bool kToL2>
+void packed_rows_to(const MatrixView& w, const QuantizedActivation& xq, int64_t r0, int64_t r1, float* out) {
   if (w.cols == 32) return one_group_rows<kQ4>(w, xq, r0, r1, out);
   int64_t r = r0;
   if (w.cols % 256 == 0)
-    for (; r + kDecodeRows<kQ4> <= r1; r += kDecodeRows<kQ4>) packed_tile<kDecodeRows<kQ4>, 1, kQ4>(w, &xq, r, out + (r - r0), 1);
-  for (; r + 4 <= r1; r += 4) packed_tile<4, 1, kQ4>(w, &xq, r, out + (r - r0), 1);
-  for (; r + 2 <= r1; r += 2) packed_tile<2, 1, kQ4>(w, &xq, r, out + (r - r0), 1);
-  for (; r < r1; ++r) packed_tile<1, 1, kQ4>(w, &xq, r, out + (r - r0), 1);
+    for (; r + kDecodeRows<kQ4> <= r1; r += kDecodeRows<kQ4>)
+      packed_tile<kDecodeRows<kQ4>, 1, kQ4, kToL2>(w, &xq, r, out + (r - r0), 1);
+  for (; r + 4 <= r1; r += 4) packed_tile<4, 1, kQ4, kToL2>(w, &xq, r, out + (r - r0), 1);
+  for (; r + 2 <= r1; r += 2) packed_tile<2, 1, kQ4, kToL2>(w, &xq, r, out + (r - r0), 1);
+  for (; r < r1; ++r) packed_tile<1, 1, kQ4, kToL2>(w, &xq, r, out + (r - r0), 1);
+}
+template <bool kQ4>
+void packed_rows(const MatrixView& w, const QuantizedActivation& xq, int64_t r0, int64_t r1, float* out) {
+  if (kQ4 && prefetch_q4_to_l2()) return packed_rows_to<kQ4, true>(w, xq, r0, r1, out);
+  packed_rows_to<kQ4, false>(w, xq, r0, r1, out);
 }
 
 void q8_rows(const MatrixView& w, const QuantizedActivation& xq, int64_t r0, int64_t r1,
