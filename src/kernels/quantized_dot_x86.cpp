@@ -32,9 +32,9 @@ namespace wren::kernels::quantized {
 // afternoon) the Llama-3.2-1B shape q4 with its lines sent to L2 rather than L1 was faster in 9
 // of 12 rounds at 1 thread and 9 of 12 at 2, medians 19.0 -> 20.0 and 35.5 -> 38.2 tokens/s;
 // OLMoE's q4 in both of 2 rounds (19.6-20.5 / 36.7-38.4 -> 20.9-21.2 / 38.2-39.7). q8 rows
-// were no faster (the Llama shape within the rounds' noise), so they keep L1 everywhere. AMD's Zen 4 documents prefetcht1 as an L2 fill
-// but has been measured to drop some of them (Wang et al. 2024, arXiv 2411.02814), and the Zen 5
-// tuning of these distances used L1, so AMD keeps it.
+// were no faster (the Llama shape within the rounds' noise), so they keep L1 everywhere. AMD's
+// Zen 4 documents prefetcht1 as an L2 fill but has been measured to drop some of them (Wang et
+// al. 2024, arXiv 2411.02814), and the Zen 5 tuning of these distances used L1, so AMD keeps it.
 bool prefetch_q4_to_l2();
 
 WREN_TARGET_PUSH("avx2,fma,f16c")

@@ -545,7 +545,8 @@ void packed_rows_to(const MatrixView& w, const QuantizedActivation& xq, int64_t 
 }
 template <bool kQ4>
 void packed_rows(const MatrixView& w, const QuantizedActivation& xq, int64_t r0, int64_t r1, float* out) {
-  if (kQ4 && prefetch_q4_to_l2()) return packed_rows_to<kQ4, true>(w, xq, r0, r1, out);
+  if constexpr (kQ4)
+    if (prefetch_q4_to_l2()) return packed_rows_to<true, true>(w, xq, r0, r1, out);
   packed_rows_to<kQ4, false>(w, xq, r0, r1, out);
 }
 
