@@ -5,6 +5,8 @@
 // says how close a kernel runs to the roofline.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <chrono>
 #include <memory>
 #include <random>
 #include <vector>
@@ -125,6 +127,38 @@ void BM_QuantizeActivation(benchmark::State& state) {
   state.SetLabel(active_target());
 }
 BENCHMARK(BM_QuantizeActivation)->ArgsProduct({{384, 960, 3840}, {1, 2, 3}})->ArgNames({"n", "rows"});
+
+// GDN-2's state read, S^T a and S^T b, over 1 GiB of 128 x 128 f32 states (one per head and
+// layer in decode, each from memory): `kernel` 0 reads each state as the step did before
+// state_products, in lists of 64 rows through weighted_sum_tile; 1 is state_products. GB/s
+// of state read, best pass; the two run in one process, so compare them side by side.
+void BM_StateProducts(benchmark::State& state) {
+  constexpr int64_t kDim = 128, kStates = (int64_t(1) << 30) / (kDim * kDim * int64_t(sizeof(float)));
+  static const std::vector<float> states = random_vector(kStates * kDim * kDim, 21);
+  const auto a = random_vector(kDim, 22), b = random_vector(kDim, 23);
+  std::vector<float> y(2 * kDim);
+  double best = 1e30;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int64_t h = 0; h < kStates; ++h) {
+      const float* S = states.data() + h * kDim * kDim;
+      if (state.range(0) == 1) {
+        state_products(S, kDim, kDim, a.data(), b.data(), y.data(), y.data() + kDim);
+        continue;
+      }
+      std::fill(y.begin(), y.end(), 0.0f);
+      const float* rows[64];
+      for (int64_t i0 = 0; i0 < kDim; i0 += 64) {
+        for (int64_t j = 0; j < 64; ++j) rows[j] = S + (i0 + j) * kDim;
+        weighted_sum_tile(a.data() + i0, b.data() - a.data(), 2, {.f32 = rows}, 64, kDim, y.data(), kDim);
+      }
+    }
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GB/s"] = double(states.size() * sizeof(float)) / best / 1e9;
+}
+BENCHMARK(BM_StateProducts)->Arg(0)->Arg(1)->ArgName("kernel")->Iterations(5)->Unit(benchmark::kMillisecond);
 
 // ReLU^2 down rows, y += sum_i c_i W[r_i, :] over the fired rows (add_rows on one thread, as
 // each of relu2_down's items runs it). Args: rows of W (a q8 / q4 [rows][2048] matrix: 512

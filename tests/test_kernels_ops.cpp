@@ -242,6 +242,29 @@ TEST(KernelsVector, DotAxpyAndAxpbyMatchReference) {
   });
 }
 
+// S^T a and S^T b against sums in double: odd row counts (the four-row steps' remainder) and
+// odd column counts (each vector width's scalar tail), dk x dv = 128 x 128 as GDN-2 has.
+TEST(KernelsVector, StateProductsMatchReference) {
+  std::mt19937 rng(16);
+  for_each_target([&] {
+    for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {3, 17}, {7, 33}, {128, 128}, {130, 100}}) {
+      const auto S = randn(rows * cols, rng), a = randn(rows, rng), b = randn(rows, rng);
+      const size_t n = size_t(cols);
+      std::vector<float> ya(n, NAN), yb(n, NAN), ra(n), rb(n);
+      state_products(S.data(), rows, cols, a.data(), b.data(), ya.data(), yb.data());
+      ref::state_products(S.data(), rows, cols, a.data(), b.data(), ra.data(), rb.data());
+      for (int64_t c = 0; c < cols; ++c) {
+        double scale_a = 0, scale_b = 0;
+        for (int64_t r = 0; r < rows; ++r)
+          scale_a += std::fabs(double(a[size_t(r)]) * S[size_t(r * cols + c)]),
+              scale_b += std::fabs(double(b[size_t(r)]) * S[size_t(r * cols + c)]);
+        ASSERT_NEAR(ya[size_t(c)], ra[size_t(c)], 1e-6 * scale_a + 1e-7) << rows << "x" << cols << " column " << c;
+        ASSERT_NEAR(yb[size_t(c)], rb[size_t(c)], 1e-6 * scale_b + 1e-7) << rows << "x" << cols << " column " << c;
+      }
+    }
+  });
+}
+
 // Cache rows as stored (kernels::CacheRows): f32 rows, or int8 rows with a scale each.
 struct StoredRows {
   std::vector<float> f32;

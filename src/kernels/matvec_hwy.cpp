@@ -219,6 +219,45 @@ void Axpby(float a, const float* x, float b, int64_t n, float* y) {
   for (; i < n; ++i) y[i] = a * x[i] + b * y[i];
 }
 
+// Four rows at a time, so ya and yb are loaded and stored once per four rows, their
+// multiply-adds in row order (the bits of one row at a time); each step asks for the lines
+// kStatePrefetchBytes past the rows it reads. Past the state's end that is the next head's
+// state, which the same thread usually takes next (ThreadPool::run_items' shares).
+constexpr int64_t kStatePrefetchBytes = 2048;
+void StateProducts(const float* S, int64_t rows, int64_t cols, const float* a, const float* b, float* ya, float* yb) {
+  const DF d;
+  const int64_t N = int64_t(hn::Lanes(d)), row_bytes = cols * int64_t(sizeof(float));
+  std::fill(ya, ya + cols, 0.0f), std::fill(yb, yb + cols, 0.0f);
+  int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) {
+    const char* ahead = reinterpret_cast<const char*>(S + r * cols) + kStatePrefetchBytes;
+    for (int64_t at = 0; at < 4 * row_bytes; at += 64) hwy::Prefetch(ahead + at);
+    const float *s0 = S + r * cols, *s1 = s0 + cols, *s2 = s1 + cols, *s3 = s2 + cols;
+    const VF a0 = hn::Set(d, a[r]), a1 = hn::Set(d, a[r + 1]), a2 = hn::Set(d, a[r + 2]), a3 = hn::Set(d, a[r + 3]);
+    const VF b0 = hn::Set(d, b[r]), b1 = hn::Set(d, b[r + 1]), b2 = hn::Set(d, b[r + 2]), b3 = hn::Set(d, b[r + 3]);
+    int64_t c = 0;
+    for (; c + N <= cols; c += N) {
+      const VF v0 = hn::LoadU(d, s0 + c), v1 = hn::LoadU(d, s1 + c), v2 = hn::LoadU(d, s2 + c), v3 = hn::LoadU(d, s3 + c);
+      const VF sa = hn::MulAdd(a3, v3, hn::MulAdd(a2, v2, hn::MulAdd(a1, v1, hn::MulAdd(a0, v0, hn::LoadU(d, ya + c)))));
+      const VF sb = hn::MulAdd(b3, v3, hn::MulAdd(b2, v2, hn::MulAdd(b1, v1, hn::MulAdd(b0, v0, hn::LoadU(d, yb + c)))));
+      hn::StoreU(sa, d, ya + c), hn::StoreU(sb, d, yb + c);
+    }
+    for (; c < cols; ++c)
+      for (int64_t j = 0; j < 4; ++j) ya[c] += a[r + j] * S[(r + j) * cols + c], yb[c] += b[r + j] * S[(r + j) * cols + c];
+  }
+  for (; r < rows; ++r) {
+    const VF ar = hn::Set(d, a[r]), br = hn::Set(d, b[r]);
+    const float* sr = S + r * cols;
+    int64_t c = 0;
+    for (; c + N <= cols; c += N) {
+      const VF v = hn::LoadU(d, sr + c);
+      hn::StoreU(hn::MulAdd(ar, v, hn::LoadU(d, ya + c)), d, ya + c);
+      hn::StoreU(hn::MulAdd(br, v, hn::LoadU(d, yb + c)), d, yb + c);
+    }
+    for (; c < cols; ++c) ya[c] += a[r] * sr[c], yb[c] += b[r] * sr[c];
+  }
+}
+
 // Four q8 / q4 rows of AddRowsRange at once: each vector of y is loaded and stored once per
 // four rows, its four multiply-adds in row order, so every y[i] takes the same steps as one
 // row at a time (the same bits) with a quarter of y's loads and stores (q4: of y's planes, its
@@ -486,6 +525,7 @@ HWY_EXPORT(AddRowsRange);
 HWY_EXPORT(MatmulRange);
 HWY_EXPORT(DotF32);
 HWY_EXPORT(Axpy);
+HWY_EXPORT(StateProducts);
 HWY_EXPORT(Axpby);
 HWY_EXPORT(TargetName);
 
@@ -609,6 +649,9 @@ float dot(const float* a, const float* b, int64_t n) { return HWY_DYNAMIC_DISPAT
 
 void axpy(float a, const float* x, int64_t n, float* y) { HWY_DYNAMIC_DISPATCH(Axpy)(a, x, n, y); }
 void axpby(float a, const float* x, float b, int64_t n, float* y) { HWY_DYNAMIC_DISPATCH(Axpby)(a, x, b, n, y); }
+void state_products(const float* S, int64_t rows, int64_t cols, const float* a, const float* b, float* ya, float* yb) {
+  HWY_DYNAMIC_DISPATCH(StateProducts)(S, rows, cols, a, b, ya, yb);
+}
 
 }  // namespace wren::kernels
 #endif  // HWY_ONCE

@@ -148,6 +148,11 @@ bool f32_activations();
 float dot(const float* a, const float* b, int64_t n);
 void axpy(float a, const float* x, int64_t n, float* y);  // y += a x
 void axpby(float a, const float* x, float b, int64_t n, float* y);  // y = a x + b y
+// ya = S^T a and yb = S^T b for S [rows][cols], row-major (GDN-2's S^T (b k) and S^T q from
+// one pass over its state). Each column is summed in row order, one multiply-add per row from
+// 0. The rows are read in order, once, and asked for kStatePrefetchBytes ahead: a state comes
+// from memory every token, rows of 512 bytes, and the L2 streamer stops at each 4 KiB page.
+void state_products(const float* S, int64_t rows, int64_t cols, const float* a, const float* b, float* ya, float* yb);
 // Cache rows as attention reads them in place: f32 rows, or q8 rows with one scale each (row j
 // = scale[j] q8[j], a KV cache's head row). A null row is skipped where a kernel says so.
 struct CacheRows {

@@ -132,6 +132,14 @@ void axpby(float a, const float* x, float b, int64_t n, float* y) {
   for (int64_t i = 0; i < n; ++i) y[i] = float(double(a) * x[i] + double(b) * y[i]);
 }
 
+void state_products(const float* S, int64_t rows, int64_t cols, const float* a, const float* b, float* ya, float* yb) {
+  for (int64_t c = 0; c < cols; ++c) {
+    double sa = 0, sb = 0;
+    for (int64_t r = 0; r < rows; ++r) sa += double(a[r]) * S[r * cols + c], sb += double(b[r]) * S[r * cols + c];
+    ya[c] = float(sa), yb[c] = float(sb);
+  }
+}
+
 void rmsnorm(const float* x, const float* gain, int64_t n, float eps, bool unit_offset,
              float* out) {
   double ss = 0;

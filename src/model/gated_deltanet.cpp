@@ -277,26 +277,18 @@ TokenInputs inputs(const GdnScratch& s, const Dims& d, int64_t t, int h) {
 
 // One token of value head h: equations (5)-(7) on S [d_k][d_v], o [d_v], in two passes over S.
 // With e = e^g, S'^T (b * k) = S^T (e * b * k), and S^T q after the update is
-// S'^T q + (q . k) delta, so both products come from the old state: S is streamed once, a
-// list of 64 rows at a time weighted by e * b * k and then again (from L1 / L2) by e * q, and
-// a second pass writes S = Diag(e) S + k delta^T.
+// S'^T q + (q . k) delta, so both products come from the old state: S is streamed once
+// (kernels::state_products) weighted by e * b * k and by e * q, and a second pass (from L2)
+// writes S = Diag(e) S + k delta^T.
 void recur(const Dims& d, const TokenInputs& in, float* S, HeadBuffers& buf, float* o) {
   const int64_t dk = d.dk, dv = d.dv;
   kernels::exp(in.g, dk, buf.ek);
   for (int64_t i = 0; i < dk; ++i) buf.bk[i] = buf.ek[i] * in.b[i] * in.k[i], buf.qe[i] = buf.ek[i] * in.q[i];
-  // erased = S'^T (b * k), read = S'^T q: the rows of S weighted by bk and qe (two weight
-  // vectors qe - bk apart), up to 64 rows per call.
+  // erased = S'^T (b * k), read = S'^T q.
   float* erased = buf.delta;
   float* read = buf.delta + dv;
   float* delta = buf.delta + 2 * dv;
-  std::fill_n(erased, 2 * dv, 0.0f);
-  constexpr int64_t kList = 64;
-  const float* rows[kList];
-  for (int64_t i0 = 0; i0 < dk; i0 += kList) {
-    const int64_t m = std::min(kList, dk - i0);
-    for (int64_t j = 0; j < m; ++j) rows[j] = S + (i0 + j) * dv;
-    kernels::weighted_sum_tile(buf.bk + i0, buf.qe - buf.bk, 2, {.f32 = rows}, m, dv, erased, dv);
-  }
+  kernels::state_products(S, dk, dv, buf.bk, buf.qe, erased, read);
   // (6) delta = w * v - S'^T (b * k); (7) o = (S'^T q + (q . k) delta) / sqrt(d_k).
   const float qk = kernels::dot(in.q, in.k, dk);
   const float scale = 1.0f / std::sqrt(float(dk));
