@@ -265,6 +265,25 @@ TEST(KernelsVector, StateProductsMatchReference) {
   });
 }
 
+// S = Diag(decay) S + k delta^T against the rewrite in double, and bit for bit against axpby
+// row by row (the step it replaces, whose bits the GDN-2 parity tests were set on).
+TEST(KernelsVector, StateDecayAddMatchesReference) {
+  std::mt19937 rng(17);
+  for_each_target([&] {
+    for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {3, 17}, {128, 128}, {5, 100}}) {
+      const auto S0 = randn(rows * cols, rng), decay = randn(rows, rng), k = randn(rows, rng), delta = randn(cols, rng);
+      auto S = S0, S_ref = S0, S_rows = S0;
+      state_decay_add(S.data(), rows, cols, decay.data(), k.data(), delta.data());
+      ref::state_decay_add(S_ref.data(), rows, cols, decay.data(), k.data(), delta.data());
+      for (int64_t r = 0; r < rows; ++r) axpby(k[size_t(r)], delta.data(), decay[size_t(r)], cols, S_rows.data() + r * cols);
+      for (size_t i = 0; i < S.size(); ++i) {
+        ASSERT_NEAR(S[i], S_ref[i], 1e-6f * (std::fabs(S_ref[i]) + 1)) << rows << "x" << cols << " at " << i;
+        ASSERT_EQ(S[i], S_rows[i]) << rows << "x" << cols << " at " << i;
+      }
+    }
+  });
+}
+
 // Cache rows as stored (kernels::CacheRows): f32 rows, or int8 rows with a scale each.
 struct StoredRows {
   std::vector<float> f32;

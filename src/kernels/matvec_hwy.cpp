@@ -258,6 +258,19 @@ void StateProducts(const float* S, int64_t rows, int64_t cols, const float* a, c
   }
 }
 
+// Each row as Axpby computes it (k delta + decay S, one multiply and one multiply-add).
+void StateDecayAdd(float* S, int64_t rows, int64_t cols, const float* decay, const float* k, const float* delta) {
+  const DF d;
+  const int64_t N = int64_t(hn::Lanes(d));
+  for (int64_t r = 0; r < rows; ++r) {
+    float* s = S + r * cols;
+    const VF vk = hn::Set(d, k[r]), vd = hn::Set(d, decay[r]);
+    int64_t c = 0;
+    for (; c + N <= cols; c += N) hn::StoreU(hn::MulAdd(vk, hn::LoadU(d, delta + c), hn::Mul(vd, hn::LoadU(d, s + c))), d, s + c);
+    for (; c < cols; ++c) s[c] = k[r] * delta[c] + decay[r] * s[c];
+  }
+}
+
 // Four q8 / q4 rows of AddRowsRange at once: each vector of y is loaded and stored once per
 // four rows, its four multiply-adds in row order, so every y[i] takes the same steps as one
 // row at a time (the same bits) with a quarter of y's loads and stores (q4: of y's planes, its
@@ -526,6 +539,7 @@ HWY_EXPORT(MatmulRange);
 HWY_EXPORT(DotF32);
 HWY_EXPORT(Axpy);
 HWY_EXPORT(StateProducts);
+HWY_EXPORT(StateDecayAdd);
 HWY_EXPORT(Axpby);
 HWY_EXPORT(TargetName);
 
@@ -651,6 +665,9 @@ void axpy(float a, const float* x, int64_t n, float* y) { HWY_DYNAMIC_DISPATCH(A
 void axpby(float a, const float* x, float b, int64_t n, float* y) { HWY_DYNAMIC_DISPATCH(Axpby)(a, x, b, n, y); }
 void state_products(const float* S, int64_t rows, int64_t cols, const float* a, const float* b, float* ya, float* yb) {
   HWY_DYNAMIC_DISPATCH(StateProducts)(S, rows, cols, a, b, ya, yb);
+}
+void state_decay_add(float* S, int64_t rows, int64_t cols, const float* decay, const float* k, const float* delta) {
+  HWY_DYNAMIC_DISPATCH(StateDecayAdd)(S, rows, cols, decay, k, delta);
 }
 
 }  // namespace wren::kernels

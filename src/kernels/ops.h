@@ -153,6 +153,10 @@ void axpby(float a, const float* x, float b, int64_t n, float* y);  // y = a x +
 // 0. The rows are read in order, once, and asked for kStatePrefetchBytes ahead: a state comes
 // from memory every token, rows of 512 bytes, and the L2 streamer stops at each 4 KiB page.
 void state_products(const float* S, int64_t rows, int64_t cols, const float* a, const float* b, float* ya, float* yb);
+// S[r] = decay[r] S[r] + k[r] delta for every row r of S [rows][cols] (GDN-2's state rewrite,
+// S = Diag(e^g) S + k delta^T): axpby(k[r], delta, decay[r], cols, S + r cols) row by row, the
+// same bits, in one call.
+void state_decay_add(float* S, int64_t rows, int64_t cols, const float* decay, const float* k, const float* delta);
 // Cache rows as attention reads them in place: f32 rows, or q8 rows with one scale each (row j
 // = scale[j] q8[j], a KV cache's head row). A null row is skipped where a kernel says so.
 struct CacheRows {

@@ -140,6 +140,12 @@ void state_products(const float* S, int64_t rows, int64_t cols, const float* a, 
   }
 }
 
+void state_decay_add(float* S, int64_t rows, int64_t cols, const float* decay, const float* k, const float* delta) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      S[r * cols + c] = float(double(decay[r]) * S[r * cols + c] + double(k[r]) * delta[c]);
+}
+
 void rmsnorm(const float* x, const float* gain, int64_t n, float eps, bool unit_offset,
              float* out) {
   double ss = 0;

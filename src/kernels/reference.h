@@ -33,6 +33,7 @@ float dot(const float* a, const float* b, int64_t n);
 void axpy(float a, const float* x, int64_t n, float* y);
 void axpby(float a, const float* x, float b, int64_t n, float* y);
 void state_products(const float* S, int64_t rows, int64_t cols, const float* a, const float* b, float* ya, float* yb);
+void state_decay_add(float* S, int64_t rows, int64_t cols, const float* decay, const float* k, const float* delta);
 void rmsnorm(const float* x, const float* gain, int64_t n, float eps, bool unit_offset,
              float* out);
 void l2_normalize(const float* x, int64_t n, float eps, float* out);

@@ -297,7 +297,7 @@ void recur(const Dims& d, const TokenInputs& in, float* S, HeadBuffers& buf, flo
     o[j] = scale * (read[j] + qk * delta[j]);
   }
   // (5)-(6) S = Diag(e^g) S + k delta^T.
-  for (int64_t i = 0; i < dk; ++i) kernels::axpby(in.k[i], delta, buf.ek[i], dv, S + i * dv);
+  kernels::state_decay_add(S, dk, dv, buf.ek, in.k, delta);
 }
 
 // Tokens [t0, t0 + L) of value head h (L <= C) in the WY/UT form. With S0 the chunk-start state
