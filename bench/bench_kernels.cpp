@@ -58,10 +58,11 @@ void BM_Matvec(benchmark::State& state, DType type, const char* path, bool packe
 void MatvecArgs(benchmark::internal::Benchmark* b) {
   for (int threads : {1, 2})
     // Llama-3.2-1B's shapes, then nenya's: d = 960 (3 blocks of 256 and a 6-group tail) and
-    // an expert's 384 x 384 (1 block and a 4-group tail); 512 x 2048 sits in L2 at q8 and q4
-    // (1 MB, 0.5 MB), the kernels' compute ceiling.
+    // an expert's 384 x 384 (1 block and a 4-group tail), GDN-2's low-rank gate rows (1536 x 32:
+    // one group a row); 512 x 2048 sits in L2 at q8 and q4 (1 MB, 0.5 MB), the kernels' compute
+    // ceiling.
     for (auto [rows, cols] : {std::pair{2048, 2048}, {2048, 8192}, {8192, 2048}, {8192, 8192}, {4096, 960}, {384, 384},
-                              {512, 2048}})
+                              {1536, 32}, {512, 2048}})
       b->Args({rows, cols, threads});
   b->ArgNames({"rows", "cols", "threads"})->UseRealTime();
 }

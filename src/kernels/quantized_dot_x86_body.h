@@ -26,6 +26,24 @@ inline float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+// hsum of eight vectors at once: lane j is hsum(v[j]) bit for bit, the same three rounds of
+// additions (lane i + lane i + 4, then lanes 0 + 2 and 1 + 3, then those two), in 7 adds and 15
+// shuffles where eight hsums take 24 of each.
+inline __m256 hsum8(const __m256* v) {
+  __m256 p[4], u[2];  // p[k] = [lo + hi of v[2k] | of v[2k + 1]]
+  WREN_UNROLL for (int k = 0; k < 4; ++k)
+    p[k] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * k], v[2 * k + 1], 0x20),
+                         _mm256_permute2f128_ps(v[2 * k], v[2 * k + 1], 0x31));
+  // u[k]: per 128-bit lane [s0 + s2, s1 + s3] of two vectors: v[4k], v[4k + 2] low, v[4k + 1], v[4k + 3] high.
+  WREN_UNROLL for (int k = 0; k < 2; ++k)
+    u[k] = _mm256_add_ps(_mm256_shuffle_ps(p[2 * k], p[2 * k + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm256_shuffle_ps(p[2 * k], p[2 * k + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  // [v0 v2 v4 v6 | v1 v3 v5 v7], then in order.
+  const __m256 sums = _mm256_add_ps(_mm256_shuffle_ps(u[0], u[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                    _mm256_shuffle_ps(u[0], u[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm256_permutevar8x32_ps(sums, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
 // d[k] = s_w[g + k] s_x[g + k] for k < n <= 8, the f16 scales widened by F16C; eight at a
 // time, so a group's scale costs one broadcast load in the loop below.
 inline void scale_products(const F16* sw, const float* sx, int64_t n, float* d) {
@@ -488,7 +506,8 @@ void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, 
 // steps packed_tile takes for such a row (no block, a tail of one group, so every lane's sum
 // is scaled by the one product s_w s_x before the lanes are summed) without the general tail's
 // machinery, which cost ~14 ns a 32-byte row: nenya's gate rows were 4% of a decode step at
-// ~6 times the time their bytes take. Same bits as packed_tile (the test compares them).
+// ~6 times the time their bytes take. Eight rows' lanes are summed at once (hsum8). Same bits
+// as packed_tile (the test compares them).
 template <bool kQ4>
 void one_group_rows(const MatrixView& w, const QuantizedActivation& xq, int64_t r0, int64_t r1, float* out) {
   constexpr int64_t kRowBytes = kQ4 ? 16 : 32;
@@ -500,7 +519,8 @@ void one_group_rows(const MatrixView& w, const QuantizedActivation& xq, int64_t 
   const __m256i xo = kQ4 ? load_bytes<true>(x + 16) : xe;
   const __m256i low = _mm256_set1_epi8(0x0F);
   const float sx = xq.scales[0];
-  for (int64_t r = r0; r < r1; ++r) {
+  // Row r's eight lanes, scaled, before their sum.
+  const auto lanes = [&](int64_t r) {
     const __m256i bytes = load_bytes<kQ4>(rows + r * kRowBytes);
     __m256i isum;
     if constexpr (kQ4) {
@@ -510,8 +530,15 @@ void one_group_rows(const MatrixView& w, const QuantizedActivation& xq, int64_t 
       isum = dot_s8s8(offset, bytes, xe);
     }
     const __m256 d = _mm256_set1_ps(_cvtsh_ss(w.row_scales(r)[0].bits) * sx);
-    out[r - r0] = hsum(_mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), d, _mm256_setzero_ps()));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), d, _mm256_setzero_ps());
+  };
+  int64_t r = r0;
+  for (; r + 8 <= r1; r += 8) {
+    __m256 v[8];
+    WREN_UNROLL for (int j = 0; j < 8; ++j) v[j] = lanes(r + j);
+    _mm256_storeu_ps(out + (r - r0), hsum8(v));
   }
+  for (; r < r1; ++r) out[r - r0] = hsum(lanes(r));
 }
 
 // Rows [r0, r1). Groups that are not whole 32-column blocks go to the plain path. Packed rows
