@@ -258,17 +258,10 @@ void StateProducts(const float* S, int64_t rows, int64_t cols, const float* a, c
   }
 }
 
-// Each row as Axpby computes it (k delta + decay S, one multiply and one multiply-add).
+// Each row through this target's Axpby, called directly: one dispatch for the state, not one
+// per row.
 void StateDecayAdd(float* S, int64_t rows, int64_t cols, const float* decay, const float* k, const float* delta) {
-  const DF d;
-  const int64_t N = int64_t(hn::Lanes(d));
-  for (int64_t r = 0; r < rows; ++r) {
-    float* s = S + r * cols;
-    const VF vk = hn::Set(d, k[r]), vd = hn::Set(d, decay[r]);
-    int64_t c = 0;
-    for (; c + N <= cols; c += N) hn::StoreU(hn::MulAdd(vk, hn::LoadU(d, delta + c), hn::Mul(vd, hn::LoadU(d, s + c))), d, s + c);
-    for (; c < cols; ++c) s[c] = k[r] * delta[c] + decay[r] * s[c];
-  }
+  for (int64_t r = 0; r < rows; ++r) Axpby(k[r], delta, decay[r], cols, S + r * cols);
 }
 
 // Four q8 / q4 rows of AddRowsRange at once: each vector of y is loaded and stored once per
