@@ -228,18 +228,55 @@ TEST(KernelsPackedDot, EveryPathReadsThePackedCopyAndMatchesTheExactSum) {
       matvec_range(reads_packed ? poisoned : with_copy, x.data(), &xq, y.data(), 0, cs.rows);
       for (int64_t r = 0; r < cs.rows; ++r)
         ASSERT_NEAR(y[size_t(r)], exact[size_t(r)], quantized_tolerance(v, r, xq)) << "row " << r;
-      // A slice of rows carries its part of the packed copy.
-      if (cs.rows > 2) {
-        float one = NAN;
-        matvec_range((reads_packed ? poisoned : with_copy).slice_rows(cs.rows - 2, 1), x.data(), &xq, &one, 0, 1);
-        ASSERT_EQ(one, y[size_t(cs.rows - 2)]);
-      }
+      // A slice of rows carries its part of the packed copy, wherever it starts and ends in
+      // the copy's tiles of rows (q4: four), and its rows give the same bits.
+      for (int64_t first = 1; first < cs.rows; ++first)
+        for (int64_t count : {int64_t(1), cs.rows - first}) {
+          std::vector<float> part(size_t(count), NAN);
+          matvec_range((reads_packed ? poisoned : with_copy).slice_rows(first, count), x.data(), &xq, part.data(), 0, count);
+          for (int64_t r = 0; r < count; ++r) ASSERT_EQ(part[size_t(r)], y[size_t(first + r)]) << "slice at " << first;
+        }
     });
   }
   const Matrix odd = encode_matrix(randn(4 * 128, rng).data(), 4, 128, DType::q8, 64);  // decode order is for group 32
   EXPECT_FALSE(packable(odd.view()));
   std::vector<uint8_t> out(odd.values.size());
   EXPECT_THROW(pack_for_dot(odd.view(), out.data()), KernelError);
+}
+
+// Gathered packed rows (the LM head's candidates) are the packed copy of a matrix of those
+// rows alone: the oracle packs that matrix from its own rows. Row counts across q4's tiles of
+// four, with and without a tail, from a whole matrix and from a slice.
+TEST(KernelsPackedDot, GatheredRowsAreThePackedCopyOfThoseRows) {
+  std::mt19937 rng(38);
+  for (DType t : {DType::q8, DType::q4})
+    for (int64_t cols : {256, 960, 32}) {
+      SCOPED_TRACE(std::string(to_string(t)) + " x " + std::to_string(cols));
+      const int64_t rows = 11;
+      const Matrix m = encode_matrix(randn(rows * cols, rng).data(), rows, cols, t, 32);
+      std::vector<uint8_t> packed(m.values.size());
+      pack_for_dot(m.view(), packed.data());
+      MatrixView v = m.view();
+      v.packed = packed.data();
+      const MatrixView slice = v.slice_rows(3, 7);  // rows 3..9 of the copy: tiles cut at both ends
+      for (const auto& [from, picks] : {std::pair{v, std::vector<int32_t>{10, 0, 5, 5, 3, 9, 1}},
+                                        std::pair{slice, std::vector<int32_t>{6, 0, 2, 1, 5}}}) {
+        const int64_t n = int64_t(picks.size()), row_bytes = m.view().row_bytes();
+        Matrix alone = m;  // the picked rows, as a matrix of their own
+        alone.rows = n;
+        alone.values.resize(size_t(n * row_bytes));
+        for (int64_t k = 0; k < n; ++k)
+          std::copy_n(static_cast<const uint8_t*>(from.data) + picks[size_t(k)] * row_bytes, row_bytes,
+                      alone.values.begin() + k * row_bytes);
+        std::vector<uint8_t> expected(alone.values.size()), gathered(alone.values.size(), 0xEE);
+        pack_for_dot(alone.view(), expected.data());
+        gather_packed_rows(from, picks.data(), n, gathered.data());
+        EXPECT_EQ(gathered, expected);
+      }
+      const int32_t outside = int32_t(rows);
+      std::vector<uint8_t> out(size_t(v.row_bytes()));
+      EXPECT_THROW(gather_packed_rows(v, &outside, 1, out.data()), KernelError);
+    }
 }
 
 // The error that activation quantisation adds to the f32 product: |x_i - s_g q_i| <= s_g / 2,

@@ -122,10 +122,20 @@ void matmul_range(const MatrixView& w, const ActivationBatch& x, float* y, int64
 // words of several groups in a fixed pattern of lanes. The activation is arranged the same way once per
 // matvec (q_lanes, q_nibble_lanes). The bytes are the file's, permuted within each row, so a
 // token reads as many bytes as before.
+//
+// Rows in tiles (q4): a q4 decode step reads four rows at a time, so in every whole tile of
+// packed_tile_rows (types.h) = 4 rows (counted from row 0) the rows' blocks are interleaved, block b of
+// row j of the tile at (4 b + j) x 128 bytes from the tile's start, and the rows' tails follow
+// the tile's blocks, one after another; rows after the last whole tile lie one after another.
+// A tile is then one run of memory read front to back, one stream for the prefetchers instead
+// of four 1 KB apart. q8 rows keep one row after another (tile of 1).
 bool packable(const MatrixView& w);
 // Writes w's values in decode order to out ([w.rows * w.row_bytes()]); w must be packable
 // (KernelError otherwise). Set the result as w.packed to use it.
 void pack_for_dot(const MatrixView& w, uint8_t* out);
+// out = the packed copy of the n rows rows[0..n) of w (which carries one), as pack_for_dot
+// would make it for those rows alone: a packed matrix of n rows ([n * w.row_bytes()]).
+void gather_packed_rows(const MatrixView& w, const int32_t* rows, int64_t n, uint8_t* out);
 
 // The integer dot-product path in use ("avx512vnni-zmm", "avx512vnni", "avxvnni", "avx2",
 // "neon-dotprod", "neon", "scalar"), chosen at run time from the CPU's features, best first.

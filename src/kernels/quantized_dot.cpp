@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <vector>
 
 namespace wren::kernels {
 
@@ -52,6 +53,22 @@ bool packable(const MatrixView& w) {
   return (w.type == DType::q8 || w.type == DType::q4) && w.group == 32 && w.data;
 }
 
+namespace {
+// Row src_r of a packed copy of src_rows rows to row dst_r of one of dst_rows rows (of one
+// type and width; quantized_dot.h packed_row_offsets). A row in decode order alone is row 0
+// of a copy of one row.
+void move_packed_row(DType type, int64_t cols, const uint8_t* src, int64_t src_rows, int64_t src_r, uint8_t* dst,
+                     int64_t dst_rows, int64_t dst_r) {
+  const quantized::PackedRowOffsets from = quantized::packed_row_offsets(type, src_rows, cols, src_r);
+  const quantized::PackedRowOffsets to = quantized::packed_row_offsets(type, dst_rows, cols, dst_r);
+  const int64_t block_bytes = type == DType::q4 ? 128 : 256, blocks = cols / 256;
+  const int64_t tail_bytes = (type == DType::q4 ? cols / 2 : cols) - blocks * block_bytes;
+  for (int64_t b = 0; b < blocks; ++b)
+    std::memcpy(dst + to.blocks + b * to.block_stride, src + from.blocks + b * from.block_stride, size_t(block_bytes));
+  std::memcpy(dst + to.tail, src + from.tail, size_t(tail_bytes));
+}
+}  // namespace
+
 void pack_for_dot(const MatrixView& w, uint8_t* out) {
   if (!packable(w))
     throw KernelError("pack_for_dot: a " + std::string(to_string(w.type)) + " matrix of " + std::to_string(w.cols) +
@@ -59,8 +76,23 @@ void pack_for_dot(const MatrixView& w, uint8_t* out) {
                       " (needs q8 / q4 of group 32)");
   const int64_t row = w.row_bytes();
   const int words = w.type == DType::q8 ? 8 : 4;  // 32 or 16 bytes per group
-  for (int64_t r = 0; r < w.rows; ++r)
-    quantized::decode_order(static_cast<const uint8_t*>(w.data) + r * row, w.cols, words, out + r * row);
+  std::vector<uint8_t> ordered(static_cast<size_t>(row));
+  for (int64_t r = 0; r < w.rows; ++r) {
+    quantized::decode_order(static_cast<const uint8_t*>(w.data) + r * row, w.cols, words, ordered.data());
+    move_packed_row(w.type, w.cols, ordered.data(), 1, 0, out, w.rows, r);
+  }
+}
+
+void gather_packed_rows(const MatrixView& w, const int32_t* rows, int64_t n, uint8_t* out) {
+  if (!packable(w) || !w.packed)
+    throw KernelError("gather_packed_rows: the matrix carries no packed copy");
+  for (int64_t k = 0; k < n; ++k) {
+    if (rows[k] < 0 || rows[k] >= w.rows)
+      throw KernelError("gather_packed_rows: row " + std::to_string(rows[k]) + " outside a matrix of " +
+                        std::to_string(w.rows) + " rows");
+    move_packed_row(w.type, w.cols, static_cast<const uint8_t*>(w.packed), w.packed_rows ? w.packed_rows : w.rows,
+                    w.packed_first + rows[k], out, n, k);
+  }
 }
 
 namespace quantized {

@@ -210,11 +210,10 @@ inline __m256i load_bytes(const void* p) {
   else return _mm256_loadu_si256(static_cast<const __m256i*>(p));
 }
 
-// isum[j][t] += the lanes of the tail's load M (if there is one) for R rows x C tokens; row[j]
-// + w_at and x[t] point at the tail.
+// isum[j][t] += the lanes of the tail's load M (if there is one) for R rows x C tokens; tail[j]
+// and x[t] point at the tail.
 template <int T, int M, int R, int C, bool kQ4>
-[[gnu::always_inline]] inline void tail_load(const uint8_t* const* row, const int8_t* const* x, int64_t w_at,
-                                             __m256i (*isum)[C]) {
+[[gnu::always_inline]] inline void tail_load(const uint8_t* const* tail, const int8_t* const* x, __m256i (*isum)[C]) {
   constexpr int kLoads = kQ4 ? (T + 1) / 2 : T;
   if constexpr (M >= kLoads) return;
   constexpr bool kHalf = kQ4 && T % 2 == 1 && M == T / 2;
@@ -224,7 +223,7 @@ template <int T, int M, int R, int C, bool kQ4>
     if constexpr (kQ4) xo[t] = load_bytes<kHalf>(x[t] + 16 * T + 32 * M);
   }
   WREN_UNROLL for (int j = 0; j < R; ++j) {
-    const __m256i bytes = load_bytes<kHalf>(row[j] + w_at + 32 * M);
+    const __m256i bytes = load_bytes<kHalf>(tail[j] + 32 * M);
     if constexpr (kQ4) {
       const __m256i low = _mm256_set1_epi8(0x0F);
       const __m256i lo = _mm256_and_si256(bytes, low), hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low);
@@ -237,27 +236,26 @@ template <int T, int M, int R, int C, bool kQ4>
 
 // Phase P of the tail: its loads P, P + kPhases, .. summed, then scaled into acc.
 template <int T, int P, int R, int C, bool kQ4>
-[[gnu::always_inline]] inline void tail_phase(const uint8_t* const* row, const int8_t* const* x, int64_t w_at,
-                                              const __m256i* offset, const __m256 (*d)[C], __m256 (*acc)[C]) {
+[[gnu::always_inline]] inline void tail_phase(const uint8_t* const* tail, const int8_t* const* x, const __m256i* offset, const __m256 (*d)[C], __m256 (*acc)[C]) {
   constexpr int kLoads = kQ4 ? (T + 1) / 2 : T, kPhases = std::min(T / std::gcd(T, 8), kLoads);
   if constexpr (P < kPhases) {
     __m256i isum[R][C];
     WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t)
       isum[j][t] = P == 0 ? offset[t] : _mm256_setzero_si256();
     [&]<int... K>(std::integer_sequence<int, K...>) {
-      (tail_load<T, P + K * kPhases, R, C, kQ4>(row, x, w_at, isum), ...);
+      (tail_load<T, P + K * kPhases, R, C, kQ4>(tail, x, isum), ...);
     }(std::make_integer_sequence<int, 8>());
     const __m256i pick = tail_pick<T, P>();
     WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t)
       acc[j][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j][t]), _mm256_permutevar8x32_ps(d[j][t], pick), acc[j][t]);
-    tail_phase<T, P + 1, R, C, kQ4>(row, x, w_at, offset, d, acc);
+    tail_phase<T, P + 1, R, C, kQ4>(tail, x, offset, d, acc);
   }
 }
 
 template <int T, int R, int C, bool kQ4>
-inline void packed_tail_of(const uint8_t* const* row, const F16* const* sw, const QuantizedActivation* xq,
+inline void packed_tail_of(const uint8_t* const* tail, const F16* const* sw, const QuantizedActivation* xq,
                            int64_t blocks, int64_t groups, __m256 (*acc)[C]) {
-  const int64_t g0 = 8 * blocks, w_at = (kQ4 ? 128 : 256) * blocks;
+  const int64_t g0 = 8 * blocks;
   const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(T), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   const int8_t* x[C];
   __m256i offset[C];
@@ -268,20 +266,20 @@ inline void packed_tail_of(const uint8_t* const* row, const F16* const* sw, cons
     offset[t] = kQ4 ? _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sums, 3)) : s8s8_offset(sums);
     WREN_UNROLL for (int j = 0; j < R; ++j) d[j][t] = last_products(sw[j], xq[t].scales.data(), groups);
   }
-  tail_phase<T, 0, R, C, kQ4>(row, x, w_at, offset, d, acc);
+  tail_phase<T, 0, R, C, kQ4>(tail, x, offset, d, acc);
 }
 
 template <int R, int C, bool kQ4>
-inline void packed_tail(const uint8_t* const* row, const F16* const* sw, const QuantizedActivation* xq,
+inline void packed_tail(const uint8_t* const* tail, const F16* const* sw, const QuantizedActivation* xq,
                         int64_t blocks, int64_t groups, __m256 (*acc)[C]) {
   switch (groups - 8 * blocks) {
-    case 1: return packed_tail_of<1, R, C, kQ4>(row, sw, xq, blocks, groups, acc);
-    case 2: return packed_tail_of<2, R, C, kQ4>(row, sw, xq, blocks, groups, acc);
-    case 3: return packed_tail_of<3, R, C, kQ4>(row, sw, xq, blocks, groups, acc);
-    case 4: return packed_tail_of<4, R, C, kQ4>(row, sw, xq, blocks, groups, acc);
-    case 5: return packed_tail_of<5, R, C, kQ4>(row, sw, xq, blocks, groups, acc);
-    case 6: return packed_tail_of<6, R, C, kQ4>(row, sw, xq, blocks, groups, acc);
-    case 7: return packed_tail_of<7, R, C, kQ4>(row, sw, xq, blocks, groups, acc);
+    case 1: return packed_tail_of<1, R, C, kQ4>(tail, sw, xq, blocks, groups, acc);
+    case 2: return packed_tail_of<2, R, C, kQ4>(tail, sw, xq, blocks, groups, acc);
+    case 3: return packed_tail_of<3, R, C, kQ4>(tail, sw, xq, blocks, groups, acc);
+    case 4: return packed_tail_of<4, R, C, kQ4>(tail, sw, xq, blocks, groups, acc);
+    case 5: return packed_tail_of<5, R, C, kQ4>(tail, sw, xq, blocks, groups, acc);
+    case 6: return packed_tail_of<6, R, C, kQ4>(tail, sw, xq, blocks, groups, acc);
+    case 7: return packed_tail_of<7, R, C, kQ4>(tail, sw, xq, blocks, groups, acc);
     default: return;  // no tail
   }
 }
@@ -346,16 +344,15 @@ template <int N> struct VnniRegs<true, N> {
 // 128). A decode row (C = 1) takes the high nibbles as 16 v (a mask, no shift) into a sum of
 // their own, divided by 16 exactly once per block.
 template <int R, int C, bool kQ4>
-[[gnu::always_inline]] inline void vnni_block_sums(const uint8_t* const* row, const QuantizedActivation* xq, int64_t b, __m256i (*isum)[C]) {
+[[gnu::always_inline]] inline void vnni_block_sums(const uint8_t* const* blk, const QuantizedActivation* xq, int64_t b, __m256i (*isum)[C]) {
   using Regs = VnniRegs<kZmm>;
   using V = typename Regs::V;
   constexpr int W = Regs::kBytes;
-  constexpr int64_t kBlockBytes = kQ4 ? 128 : 256;
   block_offsets<R, C, kQ4>(xq, b, isum);
   auto x_at = [&](int t, int64_t at) {
     return Regs::load((kQ4 ? xq[t].q_nibble_lanes.data() : xq[t].q_lanes.data()) + 256 * b + at);
   };
-  auto w_at = [&](int j, int64_t at) { return Regs::load(row[j] + kBlockBytes * b + at); };
+  auto w_at = [&](int j, int64_t at) { return Regs::load(blk[j] + at); };
   const V low = Regs::bytes(0x0F);
   V z[R][C];
   WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t) z[j][t] = Regs::zero();
@@ -400,15 +397,14 @@ template <int R, int C, bool kQ4>
 // and block; q4 keeps maddubs pairs in int16 over the block's 8 products per lane
 // (8 * 2 * 15 * 127 = 30480 < 2^15), then one madd to int32.
 template <int R, int C, bool kQ4>
-[[gnu::always_inline]] inline void avx2_block_sums(const uint8_t* const* row, const QuantizedActivation* xq, int64_t b, __m256i (*isum)[C]) {
-  constexpr int64_t kBlockBytes = kQ4 ? 128 : 256;
+[[gnu::always_inline]] inline void avx2_block_sums(const uint8_t* const* blk, const QuantizedActivation* xq, int64_t b, __m256i (*isum)[C]) {
   block_offsets<R, C, kQ4>(xq, b, isum);
   auto x_at = [&](int t, int64_t at) {
     const int8_t* x = kQ4 ? xq[t].q_nibble_lanes.data() : xq[t].q_lanes.data();
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 256 * b + at));
   };
   auto w_at = [&](int j, int64_t at) {
-    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row[j] + kBlockBytes * b + at));
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[j] + at));
   };
   if constexpr (!kQ4) {
     _Pragma("GCC unroll 8") for (int k = 0; k < 8; ++k) {
@@ -465,28 +461,44 @@ template <int R, int C, bool kQ4>
 // same (23.5-23.6 / 44.0-44.1 against 23.0-23.8 / 43.6-45.8).
 // kToL2: the lines go to L2 only (prefetcht1), not L1; packed_rows takes it for q4 rows where
 // prefetch_q4_to_l2() says so.
+// q4 rows in a tile of four (ops.h pack_for_dot) are one run read front to back, so the
+// distance is along that run: 4 KB (kTilePrefetchBytes). BM_DecodeStream q4 llama-ffn, 1
+// thread, Emerald Rapids (zmm path, prefetcht1), 5 alternating passes, rows one after
+// another 14.6-15.0 GB/s (86-88% of the probe) against the tile's run 14.7-15.4; the
+// Llama-3.2-1B shape q4 tg32, 3 alternating rounds, 20.8-21.2 -> 21.1-22.3 tokens/s at 1
+// thread, 40.6-40.8 -> 42.7-45.5 at 2.
 template <bool kQ4>
 constexpr int64_t kPrefetchBytes = kQ4 ? 3072 : 2048;
+constexpr int64_t kTilePrefetchBytes = 4096;
 template <int R, int C, bool kQ4, bool kToL2 = false>
 void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, float* y, int64_t ldy) {
+  constexpr DType kType = kQ4 ? DType::q4 : DType::q8;
+  constexpr int64_t kBlockBytes = kQ4 ? 128 : 256;
   const int64_t blocks = w.cols / 256, row_bytes = kQ4 ? w.cols / 2 : w.cols;
-  const uint8_t* row[R];
+  // Row j's block b at row[j] + stride b, its tail at tail[j]. The caller keeps a tile on one
+  // side of packed_tiles_end, so one stride serves its rows.
+  const auto* packed = static_cast<const uint8_t*>(w.packed);
+  const int64_t stride = packed_tile_rows(kType) == 1 ? kBlockBytes : packed_row_at(kType, w, r).block_stride;
+  const uint8_t *row[R], *tail[R];
   const F16* sw[R];
   WREN_UNROLL for (int j = 0; j < R; ++j) {
-    row[j] = static_cast<const uint8_t*>(w.packed) + (r + j) * row_bytes;
+    const PackedRowOffsets at = packed_row_at(kType, w, r + j);
+    row[j] = packed + at.blocks, tail[j] = packed + at.tail;
     sw[j] = w.row_scales(r + j);
   }
   __m256 acc[R][C];
   WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t) acc[j][t] = _mm256_setzero_ps();
-  constexpr int64_t kBlockBytes = kQ4 ? 128 : 256;
-  const int64_t ahead = R * row_bytes + kPrefetchBytes<kQ4>;  // past this tile's R rows
+  // Rows one after another: past this tile's R rows; a tile's run: along the run.
+  const int64_t ahead = stride == kBlockBytes ? R * row_bytes + kPrefetchBytes<kQ4> : kTilePrefetchBytes;
   for (int64_t b = 0; b < blocks; ++b) {
+    const uint8_t* blk[R];
+    WREN_UNROLL for (int j = 0; j < R; ++j) blk[j] = row[j] + stride * b;
     if constexpr (C == 1)
       WREN_UNROLL for (int j = 0; j < R; ++j) for (int64_t at = 0; at < kBlockBytes; at += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(row[j] + kBlockBytes * b + at + ahead), kToL2 ? _MM_HINT_T1 : _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(blk[j] + at + ahead), kToL2 ? _MM_HINT_T1 : _MM_HINT_T0);
     __m256i isum[R][C];
-    if constexpr (kVnni) vnni_block_sums<R, C, kQ4>(row, xq, b, isum);
-    else avx2_block_sums<R, C, kQ4>(row, xq, b, isum);
+    if constexpr (kVnni) vnni_block_sums<R, C, kQ4>(blk, xq, b, isum);
+    else avx2_block_sums<R, C, kQ4>(blk, xq, b, isum);
     WREN_UNROLL for (int j = 0; j < R; ++j) {
       const __m256 wv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sw[j] + 8 * b)));
       WREN_UNROLL for (int t = 0; t < C; ++t) {
@@ -496,9 +508,9 @@ void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, 
     }
   }
   if constexpr (C == 1)
-    WREN_UNROLL for (int j = 0; j < R; ++j) for (int64_t at = kBlockBytes * blocks; at < row_bytes; at += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(row[j] + at + ahead), kToL2 ? _MM_HINT_T1 : _MM_HINT_T0);
-  packed_tail<R, C, kQ4>(row, sw, xq, blocks, w.groups(), acc);
+    WREN_UNROLL for (int j = 0; j < R; ++j) for (int64_t at = 0; at < row_bytes - kBlockBytes * blocks; at += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(tail[j] + at + ahead), kToL2 ? _MM_HINT_T1 : _MM_HINT_T0);
+  packed_tail<R, C, kQ4>(tail, sw, xq, blocks, w.groups(), acc);
   WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t) y[t * ldy + j] = hsum(acc[j][t]);
 }
 
@@ -508,10 +520,12 @@ void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, 
 // machinery, which cost ~14 ns a 32-byte row: nenya's gate rows were 4% of a decode step at
 // ~6 times the time their bytes take. Eight rows' lanes are summed at once (hsum8). Same bits
 // as packed_tile (the test compares them).
+// A row of one group is all tail, and a tile's tails lie one after another, so row r is at
+// r x its bytes in either layout (packed_row_offsets).
 template <bool kQ4>
 void one_group_rows(const MatrixView& w, const QuantizedActivation& xq, int64_t r0, int64_t r1, float* out) {
   constexpr int64_t kRowBytes = kQ4 ? 16 : 32;
-  const auto* rows = static_cast<const uint8_t*>(w.packed);
+  const auto* rows = static_cast<const uint8_t*>(w.packed) + w.packed_first * kRowBytes;
   const int8_t* x = kQ4 ? xq.q_nibble_lanes.data() : xq.q_lanes.data();
   const __m256i sums = _mm256_setr_epi32(xq.sums[0], 0, 0, 0, 0, 0, 0, 0);
   const __m256i offset = kQ4 ? _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sums, 3)) : s8s8_offset(sums);
@@ -560,8 +574,7 @@ void one_group_rows(const MatrixView& w, const QuantizedActivation& xq, int64_t 
 // KVM (4.5 vs 13.9 GB/s, 1 thread). Stored q4 rows: kRows at a time, then the rest one at a
 // time.
 template <bool kQ4, bool kToL2>
-void packed_rows_to(const MatrixView& w, const QuantizedActivation& xq, int64_t r0, int64_t r1, float* out) {
-  if (w.cols == 32) return one_group_rows<kQ4>(w, xq, r0, r1, out);
+void packed_rows_in(const MatrixView& w, const QuantizedActivation& xq, int64_t r0, int64_t r1, float* out) {
   int64_t r = r0;
   if (w.cols % 256 == 0)
     for (; r + kDecodeRows<kQ4> <= r1; r += kDecodeRows<kQ4>)
@@ -569,6 +582,14 @@ void packed_rows_to(const MatrixView& w, const QuantizedActivation& xq, int64_t 
   for (; r + 4 <= r1; r += 4) packed_tile<4, 1, kQ4, kToL2>(w, &xq, r, out + (r - r0), 1);
   for (; r + 2 <= r1; r += 2) packed_tile<2, 1, kQ4, kToL2>(w, &xq, r, out + (r - r0), 1);
   for (; r < r1; ++r) packed_tile<1, 1, kQ4, kToL2>(w, &xq, r, out + (r - r0), 1);
+}
+// The rows in tiles (packed_tiles_end), then the rest.
+template <bool kQ4, bool kToL2>
+void packed_rows_to(const MatrixView& w, const QuantizedActivation& xq, int64_t r0, int64_t r1, float* out) {
+  if (w.cols == 32) return one_group_rows<kQ4>(w, xq, r0, r1, out);
+  const int64_t split = std::clamp(packed_tiles_end(w), r0, r1);
+  packed_rows_in<kQ4, kToL2>(w, xq, r0, split, out);
+  packed_rows_in<kQ4, kToL2>(w, xq, split, r1, out + (split - r0));
 }
 template <bool kQ4>
 void packed_rows(const MatrixView& w, const QuantizedActivation& xq, int64_t r0, int64_t r1, float* out) {
@@ -695,12 +716,19 @@ void q4_pairs_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r
   WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t) y[t * ldy + j] = hsum(acc[j][t]);
 }
 
-// The blocking: quantized_dot.h gemm_blocks with this path's tiles.
+// The blocking: quantized_dot.h gemm_blocks with this path's tiles; over packed rows, the
+// rows in tiles (packed_tiles_end) and then the rest, so no tile of rows crosses between them.
+template <class Tile>
+void packed_gemm_blocks(const MatrixView& w, int64_t n_tokens, int64_t r0, int64_t r1, float* y, int64_t ldy, Tile tile) {
+  const int64_t split = std::clamp(packed_tiles_end(w), r0, r1);
+  gemm_blocks<kGemmRows, kGemmTokens>(n_tokens, r0, split, y, ldy, tile);
+  gemm_blocks<kGemmRows, kGemmTokens>(n_tokens, split, r1, y + (split - r0), ldy, tile);
+}
 void q8_gemm(const MatrixView& w, const QuantizedActivation* xq, int64_t n_tokens, int64_t r0, int64_t r1,
              float* y, int64_t ldy) {
   if (w.group % 32 != 0) return q8_gemm_scalar(w, xq, n_tokens, r0, r1, y, ldy);
   if (n_tokens > 0 && use_packed(w))  // every xq[t] passed the check, so lanes too
-    return gemm_blocks<kGemmRows, kGemmTokens>(n_tokens, r0, r1, y, ldy, [&]<int R, int C>(int64_t r, int64_t t, float* out) {
+    return packed_gemm_blocks(w, n_tokens, r0, r1, y, ldy, [&]<int R, int C>(int64_t r, int64_t t, float* out) {
       packed_tile<R, C, false>(w, xq + t, r, out, ldy);
     });
   gemm_blocks<kGemmRows, kGemmTokens>(n_tokens, r0, r1, y, ldy, [&]<int R, int C>(int64_t r, int64_t t, float* out) {
@@ -712,7 +740,7 @@ void q4_gemm(const MatrixView& w, const QuantizedActivation* xq, int64_t n_token
              float* y, int64_t ldy) {
   if (w.group % 32 != 0) return q4_gemm_scalar(w, xq, n_tokens, r0, r1, y, ldy);
   if (n_tokens > 0 && use_packed(w))
-    return gemm_blocks<kGemmRows, kGemmTokens>(n_tokens, r0, r1, y, ldy, [&]<int R, int C>(int64_t r, int64_t t, float* out) {
+    return packed_gemm_blocks(w, n_tokens, r0, r1, y, ldy, [&]<int R, int C>(int64_t r, int64_t t, float* out) {
       packed_tile<R, C, true>(w, xq + t, r, out, ldy);
     });
   if (w.group == 32 && w.groups() % 8 == 0)

@@ -62,6 +62,10 @@ struct MatrixView {
   // q8 / q4: the same values again in the decode order of the integer dot paths (ops.h
   // pack_for_dot), or null. Only those paths read it; everything else reads `data`.
   const void* packed = nullptr;
+  // Where this view's rows lie in that copy: from its row packed_first, in a copy of
+  // packed_rows rows (0: this view's). A slice keeps the copy's start, so the rows keep
+  // their places in its tiles of rows (packed_tile_rows).
+  int64_t packed_first = 0, packed_rows = 0;
 
   // Checked constructors: throw KernelError naming the bad shape or group.
   static MatrixView f32(const float* w, int64_t rows, int64_t cols);
@@ -84,6 +88,10 @@ struct MatrixView {
   }
   const F16* row_scales(int64_t r) const { return scales + r * groups(); }
 };
+
+// The rows of a tile of a packed copy (ops.h pack_for_dot): q4 rows' blocks are interleaved
+// four rows at a time, q8 rows lie one after another.
+constexpr int64_t packed_tile_rows(DType type) { return type == DType::q4 ? 4 : 1; }
 
 // An owning matrix, for conversion, tests and benchmarks (the engine maps files instead).
 struct Matrix {

@@ -173,14 +173,13 @@ LmHeadRead lm_head_logits(const MatrixView& head, const LmHeadPrescore* pre, con
     const int64_t r = s.candidates[size_t(k)];
     std::memcpy(s.gathered.data() + size_t(k) * row_bytes, static_cast<const uint8_t*>(head.data) + r * int64_t(row_bytes),
                 row_bytes);
-    if (head.packed)  // a packed row is its own row's bytes permuted: gathered rows stay a packed matrix
-      std::memcpy(s.gathered_packed.data() + size_t(k) * row_bytes,
-                  static_cast<const uint8_t*>(head.packed) + r * int64_t(row_bytes), row_bytes);
     if (groups) std::copy_n(head.row_scales(r), groups, s.gathered_scales.data() + size_t(k) * groups);
   }
+  // The candidates' packed rows as the packed copy of a matrix of those rows alone.
+  if (head.packed) kernels::gather_packed_rows(head, s.candidates.data(), n, s.gathered_packed.data());
   MatrixView sub = head;
   sub.data = s.gathered.data(), sub.scales = groups ? s.gathered_scales.data() : nullptr, sub.rows = n;
-  sub.packed = head.packed ? s.gathered_packed.data() : nullptr;
+  sub.packed = head.packed ? s.gathered_packed.data() : nullptr, sub.packed_first = 0, sub.packed_rows = 0;
   head_rows(sub, x, s.rescored.data(), pool);
   std::fill(logits, logits + rows, -INFINITY);
   for (int64_t k = 0; k < n; ++k) logits[s.candidates[size_t(k)]] = s.rescored[size_t(k)];
