@@ -462,14 +462,17 @@ template <int R, int C, bool kQ4>
 // kToL2: the lines go to L2 only (prefetcht1), not L1; packed_rows takes it for q4 rows where
 // prefetch_q4_to_l2() says so.
 // q4 rows in a tile of four (ops.h pack_for_dot) are one run read front to back, so the
-// distance is along that run: 4 KB (kTilePrefetchBytes). BM_DecodeStream q4 llama-ffn, 1
-// thread, Emerald Rapids (zmm path, prefetcht1), 5 alternating passes, rows one after
-// another 14.6-15.0 GB/s (86-88% of the probe) against the tile's run 14.7-15.4; the
-// Llama-3.2-1B shape q4 tg32, 3 alternating rounds, 20.8-21.2 -> 21.1-22.3 tokens/s at 1
-// thread, 40.6-40.8 -> 42.7-45.5 at 2.
+// distance is along that run (kTilePrefetchBytes). Emerald Rapids, zmm path: BM_DecodeStream
+// q4 llama-ffn at 1 thread, 5 alternating passes, four rows one after another 14.6-15.0 GB/s,
+// the tile's run 14.7-15.4 (4 KB ahead into L2) and 15.2-15.4 (3 KB ahead into L1); the
+// Llama-3.2-1B shape q4 tg32, 3 alternating rounds, medians 20.8-21.1 -> 21.3-21.6 tokens/s at
+// 1 thread. Along the run, 3 alternating rounds at 1 / 2 threads: into L2 4, 6, 8 or 12 KB
+// ahead the same (20.9-21.7 / 39.9-41.6 medians), into L1 3 KB the same and 4 KB 6% slower
+// (19.6-19.9 / 37.0-38.2); a prefetch for every other line or fewer, 15-20% slower. Into L1
+// (AMD's choice, prefetch_q4_to_l2) then goes 3 KB ahead: untried on an AMD core.
 template <bool kQ4>
 constexpr int64_t kPrefetchBytes = kQ4 ? 3072 : 2048;
-constexpr int64_t kTilePrefetchBytes = 4096;
+constexpr int64_t kTilePrefetchBytes(bool to_l2) { return to_l2 ? 4096 : 3072; }
 template <int R, int C, bool kQ4, bool kToL2 = false>
 void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, float* y, int64_t ldy) {
   constexpr DType kType = kQ4 ? DType::q4 : DType::q8;
@@ -489,7 +492,7 @@ void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, 
   __m256 acc[R][C];
   WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t) acc[j][t] = _mm256_setzero_ps();
   // Rows one after another: past this tile's R rows; a tile's run: along the run.
-  const int64_t ahead = stride == kBlockBytes ? R * row_bytes + kPrefetchBytes<kQ4> : kTilePrefetchBytes;
+  const int64_t ahead = stride == kBlockBytes ? R * row_bytes + kPrefetchBytes<kQ4> : kTilePrefetchBytes(kToL2);
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* blk[R];
     WREN_UNROLL for (int j = 0; j < R; ++j) blk[j] = row[j] + stride * b;
