@@ -61,7 +61,7 @@ void move_packed_row(DType type, int64_t cols, const uint8_t* src, int64_t src_r
                      int64_t dst_rows, int64_t dst_r) {
   const quantized::PackedRowOffsets from = quantized::packed_row_offsets(type, src_rows, cols, src_r);
   const quantized::PackedRowOffsets to = quantized::packed_row_offsets(type, dst_rows, cols, dst_r);
-  const int64_t block_bytes = type == DType::q4 ? 128 : 256, blocks = cols / 256;
+  const int64_t block_bytes = quantized::packed_block_bytes(type), blocks = cols / 256;
   const int64_t tail_bytes = (type == DType::q4 ? cols / 2 : cols) - blocks * block_bytes;
   for (int64_t b = 0; b < blocks; ++b)
     std::memcpy(dst + to.blocks + b * to.block_stride, src + from.blocks + b * from.block_stride, size_t(block_bytes));
@@ -90,8 +90,8 @@ void gather_packed_rows(const MatrixView& w, const int32_t* rows, int64_t n, uin
     if (rows[k] < 0 || rows[k] >= w.rows)
       throw KernelError("gather_packed_rows: row " + std::to_string(rows[k]) + " outside a matrix of " +
                         std::to_string(w.rows) + " rows");
-    move_packed_row(w.type, w.cols, static_cast<const uint8_t*>(w.packed), w.packed_rows ? w.packed_rows : w.rows,
-                    w.packed_first + rows[k], out, n, k);
+    move_packed_row(w.type, w.cols, static_cast<const uint8_t*>(w.packed), w.packed_copy_rows(), w.packed_first + rows[k], out,
+                    n, k);
   }
 }
 

@@ -134,17 +134,16 @@ void quantize_activation_groups(const float* x, int64_t n, int group, int8_t* q,
 // `words` 4-byte words: per whole block of 8 groups, word k of group l goes to place 8 k + l,
 // and in the tail of T < 8 groups to place T k + l. in and out do not overlap.
 void decode_order(const void* in, int64_t cols, int words, void* out);
-// Where row r of a packed copy lies (ops.h pack_for_dot, packed_tile_rows): its first block
-// at `blocks`, block b at blocks + b * block_stride, its tail (cols % 256 columns) at `tail`;
-// byte offsets from the copy's start, for a copy of `rows` x `cols` of `type`. Rows in a
-// whole tile of packed_tile_rows(type) rows have their blocks interleaved (stride = the tile's
-// rows x one row's block bytes) and their tails after the tile's blocks, one after another;
-// the rows after the last whole tile (and every q8 row) lie one after another.
+// The bytes of one row's block of 256 columns.
+constexpr int64_t packed_block_bytes(DType type) { return type == DType::q4 ? 128 : 256; }
+// Where row r of a packed copy lies (the layout: ops.h pack_for_dot, "Rows in tiles"): its
+// first block at `blocks`, block b at blocks + b * block_stride, its tail (cols % 256 columns)
+// at `tail`; byte offsets from the copy's start, for a copy of `rows` x `cols` of `type`.
 struct PackedRowOffsets {
   int64_t blocks, block_stride, tail;
 };
 inline PackedRowOffsets packed_row_offsets(DType type, int64_t rows, int64_t cols, int64_t r) {
-  const int64_t tile = packed_tile_rows(type), block_bytes = type == DType::q4 ? 128 : 256;
+  const int64_t tile = packed_tile_rows(type), block_bytes = packed_block_bytes(type);
   const int64_t row_bytes = type == DType::q4 ? cols / 2 : cols, blocks = cols / 256;
   if (r >= rows / tile * tile) return {r * row_bytes, block_bytes, r * row_bytes + blocks * block_bytes};
   const int64_t first = r / tile * tile, j = r - first, base = first * row_bytes;
@@ -152,12 +151,12 @@ inline PackedRowOffsets packed_row_offsets(DType type, int64_t rows, int64_t col
 }
 // Row r of the view w in its packed copy (MatrixView::packed_first, packed_rows).
 inline PackedRowOffsets packed_row_at(DType type, const MatrixView& w, int64_t r) {
-  return packed_row_offsets(type, w.packed_rows ? w.packed_rows : w.rows, w.cols, w.packed_first + r);
+  return packed_row_offsets(type, w.packed_copy_rows(), w.cols, w.packed_first + r);
 }
 // The view's rows before this one have their blocks interleaved in tiles: a tile of rows the
 // kernels read may not cross it, since it steps all its rows by one stride.
 inline int64_t packed_tiles_end(const MatrixView& w) {
-  const int64_t rows = w.packed_rows ? w.packed_rows : w.rows, tile = packed_tile_rows(w.type);
+  const int64_t rows = w.packed_copy_rows(), tile = packed_tile_rows(w.type);
   return std::clamp<int64_t>(rows / tile * tile - w.packed_first, 0, w.rows);
 }
 // Whether the SIMD paths may read w.packed: an activation that passed

@@ -476,7 +476,7 @@ constexpr int64_t kTilePrefetchBytes(bool to_l2) { return to_l2 ? 4096 : 3072; }
 template <int R, int C, bool kQ4, bool kToL2 = false>
 void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, float* y, int64_t ldy) {
   constexpr DType kType = kQ4 ? DType::q4 : DType::q8;
-  constexpr int64_t kBlockBytes = kQ4 ? 128 : 256;
+  constexpr int64_t kBlockBytes = packed_block_bytes(kType);
   const int64_t blocks = w.cols / 256, row_bytes = kQ4 ? w.cols / 2 : w.cols;
   // Row j's block b at row[j] + stride b, its tail at tail[j]. The caller keeps a tile on one
   // side of packed_tiles_end, so one stride serves its rows.

@@ -142,7 +142,7 @@ MatrixView MatrixView::slice_rows(int64_t first, int64_t count) const {
   MatrixView v = *this;
   v.data = static_cast<const uint8_t*>(data) + first * row_bytes();
   if (scales) v.scales = scales + first * groups();
-  if (packed) v.packed_first = packed_first + first, v.packed_rows = packed_rows ? packed_rows : rows;
+  if (packed) v.packed_first = packed_first + first, v.packed_rows = packed_copy_rows();
   v.rows = count;
   return v;
 }

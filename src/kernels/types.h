@@ -66,6 +66,7 @@ struct MatrixView {
   // packed_rows rows (0: this view's). A slice keeps the copy's start, so the rows keep
   // their places in its tiles of rows (packed_tile_rows).
   int64_t packed_first = 0, packed_rows = 0;
+  int64_t packed_copy_rows() const { return packed_rows ? packed_rows : rows; }
 
   // Checked constructors: throw KernelError naming the bad shape or group.
   static MatrixView f32(const float* w, int64_t rows, int64_t cols);
