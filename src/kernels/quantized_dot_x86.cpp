@@ -59,7 +59,7 @@ inline __m256i dot_s8s8(__m256i acc, __m256i w, __m256i x) {
   return dot_u8s8(acc, _mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
 }
 inline __m256i s8s8_offset(__m256i) { return _mm256_setzero_si256(); }
-constexpr bool kZmm = false;
+constexpr bool kZmm = false, kSplitHalves = false;
 #include "kernels/quantized_dot_x86_body.h"
 }  // namespace avx2
 WREN_TARGET_POP
@@ -81,7 +81,7 @@ inline __m256i dot_s8s8(__m256i acc, __m256i w, __m256i x) {
   return _mm256_dpbusd_epi32(acc, _mm256_xor_si256(w, _mm256_set1_epi8(char(0x80))), x);
 }
 inline __m256i s8s8_offset(__m256i sums) { return _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sums, 7)); }
-constexpr bool kZmm = false;
+constexpr bool kZmm = false, kSplitHalves = true;  // the f32 steps of the zmm tiles (the body's BlockSum)
 #include "kernels/quantized_dot_x86_body.h"
 }  // namespace avx512vnni
 
@@ -98,7 +98,7 @@ constexpr bool kZmm = false;
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 namespace avx512vnni_zmm {
-using avx512vnni::kGemmRows, avx512vnni::kGemmTokens, avx512vnni::kDecodeQ8Rows, avx512vnni::kVnni;
+using avx512vnni::kGemmRows, avx512vnni::kGemmTokens, avx512vnni::kDecodeQ8Rows, avx512vnni::kVnni, avx512vnni::kSplitHalves;
 using avx512vnni::dot_u8s8, avx512vnni::dot2_u8s8, avx512vnni::dot_s8s8, avx512vnni::s8s8_offset;
 constexpr bool kZmm = true;
 #include "kernels/quantized_dot_x86_body.h"
@@ -122,7 +122,7 @@ inline __m256i dot_s8s8(__m256i acc, __m256i w, __m256i x) {
   return _mm256_dpbusd_avx_epi32(acc, _mm256_xor_si256(w, _mm256_set1_epi8(char(0x80))), x);
 }
 inline __m256i s8s8_offset(__m256i sums) { return _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sums, 7)); }
-constexpr bool kZmm = false;
+constexpr bool kZmm = false, kSplitHalves = false;
 #include "kernels/quantized_dot_x86_body.h"
 }  // namespace avxvnni
 WREN_TARGET_POP

@@ -291,20 +291,66 @@ inline void packed_tail(const uint8_t* const* tail, const F16* const* sw, const 
 // block by the 8 products s_w s_x, which lie in the lane order of the row's f16 scales. One
 // load of a row's bytes serves C tokens, one load of a token's lanes R rows.
 
-// isum[j][t] = the offsets of block b's 8 groups for token t, in lane order: -8 sum q_x for
+// offset[t] = the offsets of block b's 8 groups for token t, in lane order: -8 sum q_x for
 // q4's +8 nibbles, s8s8_offset for q8 (VNNI's unsigned weights).
-template <int R, int C, bool kQ4>
-[[gnu::always_inline]] inline void block_offsets(const QuantizedActivation* xq, int64_t b, __m256i (*isum)[C]) {
+template <int C, bool kQ4>
+[[gnu::always_inline]] inline void block_offsets(const QuantizedActivation* xq, int64_t b, __m256i* offset) {
   WREN_UNROLL for (int t = 0; t < C; ++t) {
     const __m256i sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[t].sums.data() + 8 * b));
-    const __m256i offset = kQ4 ? _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sums, 3)) : s8s8_offset(sums);
-    WREN_UNROLL for (int j = 0; j < R; ++j) isum[j][t] = offset;
+    offset[t] = kQ4 ? _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sums, 3)) : s8s8_offset(sums);
   }
 }
 
+// A block's int32 sums and the f32 lanes they are scaled into. The AVX-512 paths
+// (kSplitHalves) sum the block's 256-bit registers 2m and 2m + 1 apart, as the halves of one
+// 512-bit register (kZmm) or in two 256-bit ones (kParts = 2), and scale each half into f32
+// lanes of its own with the same products s_w s_x: the halves are added once per row, in f32,
+// after the last block, not once per block in int32 (on the zmm path an extract and an add per
+// row and block, with the offsets' add, 3 of the 17 vector instructions of a q4 row's block).
+// The ymm rows of the avx512vnni path (kParts = 2) take the same steps as the zmm tiles its
+// batches use, so a batch row still gets the bits decode gives it alone. Emerald Rapids, zmm
+// path, BM_Matvec packed at 1 thread from L2, 2 alternating passes: q8 512 x 2048 52-56 -> 56-61
+// GB/s, q4 512 x 2048 34-36 -> 36-37, q4 4096 x 960 22-24 -> 26-28; decode from memory the same
+// (the Llama-3.2-1B shape q4 / q8 at 1 and 2 threads), nenya q8 at 2 threads 50.1-53.2 ->
+// 52.3-53.7 tokens/s best of 3 rounds.
+constexpr int kParts = kSplitHalves && !kZmm ? 2 : 1;
+// The registers (Sum, Acc) and f32 steps of a block: f16() widens its 8 scales s_w in its lanes
+// (both halves on zmm), mul() multiplies them by its 8 s_x, fmadd() scales a sum into an
+// accumulator, and groups() adds the halves (or parts) of a row's accumulator: the f32 lanes of
+// groups 0-7. Templates (the unused N), so the 512-bit one is compiled only where kZmm uses it.
+template <bool kWide, int N = 0> struct BlockLanes;
+template <int N> struct BlockLanes<false, N> {
+  using Sum = __m256i;
+  using Acc = __m256;
+  static Acc f16(const F16* sw) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sw))); }
+  static Acc mul(Acc wv, const float* sx) { return _mm256_mul_ps(wv, _mm256_loadu_ps(sx)); }
+  static Acc fmadd(Sum isum, Acc d, Acc acc) { return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), d, acc); }
+  static __m256 groups(const Acc* parts) {
+    if constexpr (kParts == 2) return _mm256_add_ps(parts[0], parts[1]);
+    else return parts[0];
+  }
+};
+template <int N> struct BlockLanes<true, N> {
+  using Sum = __m512i;
+  using Acc = __m512;
+  static Acc f16(const F16* sw) {
+    return _mm512_cvtph_ps(_mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sw))));
+  }
+  static Acc mul(Acc wv, const float* sx) {
+    return _mm512_mul_ps(wv, _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_loadu_pd(reinterpret_cast<const double*>(sx)))));
+  }
+  static Acc fmadd(Sum isum, Acc d, Acc acc) { return _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), d, acc); }
+  static __m256 groups(const Acc* parts) {
+    return _mm256_add_ps(_mm512_castps512_ps256(parts[0]), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(parts[0]), 1)));
+  }
+};
+using Lanes = BlockLanes<kZmm>;
+using BlockSum = Lanes::Sum;
+using BlockAcc = Lanes::Acc;
+
 // The integer registers of the VNNI block sums below: 256 bits, or 512 on the zmm path, where
 // a register holds the block's 256-bit registers 2m and 2m + 1, so its lanes 0-7 and 8-15
-// both belong to groups 0-7 and fold() adds its halves once per block (exact in int32).
+// both belong to groups 0-7 (kept apart, BlockSum above).
 // Templates (the unused N), so the 512-bit one is compiled only where the zmm path uses it.
 template <bool kWide, int N = 0> struct VnniRegs;
 template <int N> struct VnniRegs<false, N> {
@@ -319,7 +365,7 @@ template <int N> struct VnniRegs<false, N> {
   static V div16(V a) { return _mm256_srai_epi32(a, 4); }
   static V add(V a, V b) { return _mm256_add_epi32(a, b); }
   static V dot(V acc, V a, V b) { return dot_u8s8(acc, a, b); }
-  static __m256i fold(V a) { return a; }
+  static V widen(__m256i a) { return a; }
 };
 template <int N> struct VnniRegs<true, N> {
   using V = __m512i;
@@ -333,51 +379,57 @@ template <int N> struct VnniRegs<true, N> {
   static V div16(V a) { return _mm512_srai_epi32(a, 4); }
   static V add(V a, V b) { return _mm512_add_epi32(a, b); }
   static V dot(V acc, V a, V b) { return _mm512_dpbusd_epi32(acc, a, b); }
-  static __m256i fold(V a) { return _mm256_add_epi32(_mm512_castsi512_si256(a), _mm512_extracti64x4_epi64(a, 1)); }
+  static V widen(__m256i a) { return _mm512_zextsi256_si512(a); }  // the low half, zeros above
 };
 
-// The int32 sums of block b for R rows x C tokens: lane l of isum[j][t] is
-// sum_{i in group 8 b + l} q_w[j,i] q_x[t,i], offset included; exact in int32, so every
-// width and tile shape gives the same sums. q8: the weights as w xor 0x80 (block_offsets
-// removes the 128 sum x). q4: a register's low nibbles meet the even columns of
+// The int32 sums of block b for R rows x C tokens: lane l of the sum of isum[j][t]'s parts
+// (and of a zmm's halves) is sum_{i in group 8 b + l} q_w[j,i] q_x[t,i], offset included (in
+// part 0, the low half); exact in int32, so every width and tile shape gives the same sums, and
+// the halves' the same on the zmm and the ymm AVX-512 rows. q8: the weights as w xor 0x80
+// (block_offsets removes the 128 sum x). q4: a register's low nibbles meet the even columns of
 // q_nibble_lanes (the block's first 128 bytes) and its high nibbles the odd ones (the last
 // 128). A decode row (C = 1) takes the high nibbles as 16 v (a mask, no shift) into a sum of
-// their own, divided by 16 exactly once per block.
+// their own, divided by 16 exactly once per block. Register k of W bytes adds to part k mod
+// kParts: with kParts = 2 the 256-bit registers 2m and 2m + 1 go to parts 0 and 1, as they go
+// to a zmm's halves.
 template <int R, int C, bool kQ4>
-[[gnu::always_inline]] inline void vnni_block_sums(const uint8_t* const* blk, const QuantizedActivation* xq, int64_t b, __m256i (*isum)[C]) {
+[[gnu::always_inline]] inline void vnni_block_sums(const uint8_t* const* blk, const QuantizedActivation* xq, int64_t b, BlockSum (*isum)[C][kParts]) {
   using Regs = VnniRegs<kZmm>;
   using V = typename Regs::V;
   constexpr int W = Regs::kBytes;
-  block_offsets<R, C, kQ4>(xq, b, isum);
+  __m256i offset[C];
+  block_offsets<C, kQ4>(xq, b, offset);
   auto x_at = [&](int t, int64_t at) {
     return Regs::load((kQ4 ? xq[t].q_nibble_lanes.data() : xq[t].q_lanes.data()) + 256 * b + at);
   };
   auto w_at = [&](int j, int64_t at) { return Regs::load(blk[j] + at); };
   const V low = Regs::bytes(0x0F);
-  V z[R][C];
-  WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t) z[j][t] = Regs::zero();
+  BlockSum (*const z)[C][kParts] = isum;
+  WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t) WREN_UNROLL for (int p = 0; p < kParts; ++p)
+    z[j][t][p] = p == 0 ? Regs::widen(offset[t]) : Regs::zero();
   if constexpr (!kQ4) {
     _Pragma("GCC unroll 8") for (int k = 0; k < 256 / W; ++k) {
       V xv[C];
       WREN_UNROLL for (int t = 0; t < C; ++t) xv[t] = x_at(t, W * k);
       WREN_UNROLL for (int j = 0; j < R; ++j) {
         const V q = Regs::bxor(w_at(j, W * k), Regs::bytes(char(0x80)));
-        WREN_UNROLL for (int t = 0; t < C; ++t) z[j][t] = Regs::dot(z[j][t], q, xv[t]);
+        WREN_UNROLL for (int t = 0; t < C; ++t) z[j][t][k % kParts] = Regs::dot(z[j][t][k % kParts], q, xv[t]);
       }
     }
   } else if constexpr (C == 1) {
     const V high = Regs::bytes(char(0xF0));
-    V hi16[R];
-    WREN_UNROLL for (int j = 0; j < R; ++j) hi16[j] = Regs::zero();
+    V hi16[R][kParts];
+    WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int p = 0; p < kParts; ++p) hi16[j][p] = Regs::zero();
     _Pragma("GCC unroll 4") for (int k = 0; k < 128 / W; ++k) {
       const V xe = x_at(0, W * k), xo = x_at(0, 128 + W * k);
       WREN_UNROLL for (int j = 0; j < R; ++j) {
         const V bytes = w_at(j, W * k);
-        z[j][0] = Regs::dot(z[j][0], Regs::band(bytes, low), xe);
-        hi16[j] = Regs::dot(hi16[j], Regs::band(bytes, high), xo);
+        z[j][0][k % kParts] = Regs::dot(z[j][0][k % kParts], Regs::band(bytes, low), xe);
+        hi16[j][k % kParts] = Regs::dot(hi16[j][k % kParts], Regs::band(bytes, high), xo);
       }
     }
-    WREN_UNROLL for (int j = 0; j < R; ++j) z[j][0] = Regs::add(z[j][0], Regs::div16(hi16[j]));
+    WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int p = 0; p < kParts; ++p)
+      z[j][0][p] = Regs::add(z[j][0][p], Regs::div16(hi16[j][p]));
   } else {
     _Pragma("GCC unroll 4") for (int k = 0; k < 128 / W; ++k) {
       V xe[C], xo[C];
@@ -385,20 +437,21 @@ template <int R, int C, bool kQ4>
       WREN_UNROLL for (int j = 0; j < R; ++j) {
         const V bytes = w_at(j, W * k);
         const V lo = Regs::band(bytes, low), hi = Regs::band(Regs::high_nibbles(bytes), low);
-        WREN_UNROLL for (int t = 0; t < C; ++t) z[j][t] = Regs::dot(Regs::dot(z[j][t], lo, xe[t]), hi, xo[t]);
+        WREN_UNROLL for (int t = 0; t < C; ++t)
+          z[j][t][k % kParts] = Regs::dot(Regs::dot(z[j][t][k % kParts], lo, xe[t]), hi, xo[t]);
       }
     }
   }
-  WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t)
-    isum[j][t] = _mm256_add_epi32(isum[j][t], Regs::fold(z[j][t]));
 }
 
 // The same sums on AVX2 (no VNNI): q8 by dot_s8s8 (|w| and sign(w) x), 8 registers per row
 // and block; q4 keeps maddubs pairs in int16 over the block's 8 products per lane
 // (8 * 2 * 15 * 127 = 30480 < 2^15), then one madd to int32.
 template <int R, int C, bool kQ4>
-[[gnu::always_inline]] inline void avx2_block_sums(const uint8_t* const* blk, const QuantizedActivation* xq, int64_t b, __m256i (*isum)[C]) {
-  block_offsets<R, C, kQ4>(xq, b, isum);
+[[gnu::always_inline]] inline void avx2_block_sums(const uint8_t* const* blk, const QuantizedActivation* xq, int64_t b, __m256i (*parts)[C][1]) {
+  __m256i offset[C], isum[R][C];
+  block_offsets<C, kQ4>(xq, b, offset);
+  WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t) isum[j][t] = offset[t];
   auto x_at = [&](int t, int64_t at) {
     const int8_t* x = kQ4 ? xq[t].q_nibble_lanes.data() : xq[t].q_lanes.data();
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 256 * b + at));
@@ -433,12 +486,14 @@ template <int R, int C, bool kQ4>
     WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t)
       isum[j][t] = _mm256_add_epi32(isum[j][t], _mm256_madd_epi16(pairs[j][t], _mm256_set1_epi16(1)));
   }
+  WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t) parts[j][t][0] = isum[j][t];
 }
 
 // Rows r.. (R of them) x tokens xq[0..C): per block the int32 sums (vnni_block_sums or
 // avx2_block_sums), scaled by s_w s_x in lane order and accumulated in f32 lanes, then the
 // tail (packed_tail), summed once at the end. The f32 steps are the same for every tile
-// shape and register width, so a batch row gets the bits decode (R = C = 1) gives it alone.
+// shape, and for both register widths of the AVX-512 paths (BlockSum), so a batch row gets
+// the bits decode (R = C = 1) gives it alone.
 // y[t * ldy + j] = W[r + j,:] . x_t.
 // A decode row (C = 1) asks for the bytes kPrefetchBytes ahead of the block it reads: the
 // L2 streamer does not cross a 4 KiB page, and short rows (nenya's 960 and 384 bytes) start
@@ -489,8 +544,9 @@ void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, 
     row[j] = packed + at.blocks, tail[j] = packed + at.tail;
     sw[j] = w.row_scales(r + j);
   }
-  __m256 acc[R][C];
-  WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t) acc[j][t] = _mm256_setzero_ps();
+  BlockAcc acc[R][C][kParts];
+  WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t) WREN_UNROLL for (int p = 0; p < kParts; ++p)
+    acc[j][t][p] = BlockAcc{};
   // Rows one after another: past this tile's R rows; a tile's run: along the run.
   const int64_t ahead = stride == kBlockBytes ? R * row_bytes + kPrefetchBytes<kQ4> : kTilePrefetchBytes(kToL2);
   for (int64_t b = 0; b < blocks; ++b) {
@@ -499,22 +555,24 @@ void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, 
     if constexpr (C == 1)
       WREN_UNROLL for (int j = 0; j < R; ++j) for (int64_t at = 0; at < kBlockBytes; at += 64)
         _mm_prefetch(reinterpret_cast<const char*>(blk[j] + at + ahead), kToL2 ? _MM_HINT_T1 : _MM_HINT_T0);
-    __m256i isum[R][C];
+    BlockSum isum[R][C][kParts];
     if constexpr (kVnni) vnni_block_sums<R, C, kQ4>(blk, xq, b, isum);
     else avx2_block_sums<R, C, kQ4>(blk, xq, b, isum);
     WREN_UNROLL for (int j = 0; j < R; ++j) {
-      const __m256 wv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sw[j] + 8 * b)));
+      const BlockAcc wv = Lanes::f16(sw[j] + 8 * b);
       WREN_UNROLL for (int t = 0; t < C; ++t) {
-        const __m256 d = _mm256_mul_ps(wv, _mm256_loadu_ps(xq[t].scales.data() + 8 * b));
-        acc[j][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j][t]), d, acc[j][t]);
+        const BlockAcc d = Lanes::mul(wv, xq[t].scales.data() + 8 * b);
+        WREN_UNROLL for (int p = 0; p < kParts; ++p) acc[j][t][p] = Lanes::fmadd(isum[j][t][p], d, acc[j][t][p]);
       }
     }
   }
   if constexpr (C == 1)
     WREN_UNROLL for (int j = 0; j < R; ++j) for (int64_t at = 0; at < row_bytes - kBlockBytes * blocks; at += 64)
       _mm_prefetch(reinterpret_cast<const char*>(tail[j] + at + ahead), kToL2 ? _MM_HINT_T1 : _MM_HINT_T0);
-  packed_tail<R, C, kQ4>(tail, sw, xq, blocks, w.groups(), acc);
-  WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t) y[t * ldy + j] = hsum(acc[j][t]);
+  __m256 sum[R][C];
+  WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t) sum[j][t] = Lanes::groups(acc[j][t]);
+  packed_tail<R, C, kQ4>(tail, sw, xq, blocks, w.groups(), sum);
+  WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t) y[t * ldy + j] = hsum(sum[j][t]);
 }
 
 // Rows of a single group (cols == 32: the rank of a low-rank projection, GDN-2's W_b). The
