@@ -524,10 +524,15 @@ template <int R, int C, bool kQ4>
 // 1 thread. Along the run, 3 alternating rounds at 1 / 2 threads: into L2 4, 6, 8 or 12 KB
 // ahead the same (20.9-21.7 / 39.9-41.6 medians), into L1 3 KB the same and 4 KB 6% slower
 // (19.6-19.9 / 37.0-38.2); a prefetch for every other line or fewer, 15-20% slower. Into L1
-// (AMD's choice, prefetch_q4_to_l2) then goes 3 KB ahead: untried on an AMD core.
+// (AMD's choice, prefetch_q4_to_l2) it goes 6 KB ahead: a Zen 5 core streams twice the
+// Emerald Rapids' bytes, so twice the bytes must be on their way. Zen 5 (family 26, zmm
+// path), the Llama-3.2-1B shape q4 tg32, builds alternating, best of 3 repetitions per run:
+// 3 -> 6 KB, 1 thread 27.5-30.6 -> 31.3-34.6 tokens/s (faster in 7 of 7 rounds, +8 to +17%),
+// 2 threads 54.9-71.1 -> 58.6-76.0 (4 of 5); 4, 5, 7, 8 and 12 KB between or below, 16 KB
+// near 6; OLMoE's q4 the same or faster (2 of 3 rounds, 30.9-33.0 -> 30.9-38.8 at 1 thread).
 template <bool kQ4>
 constexpr int64_t kPrefetchBytes = kQ4 ? 3072 : 2048;
-constexpr int64_t kTilePrefetchBytes(bool to_l2) { return to_l2 ? 4096 : 3072; }
+constexpr int64_t kTilePrefetchBytes(bool to_l2) { return to_l2 ? 4096 : 6144; }
 template <int R, int C, bool kQ4, bool kToL2 = false>
 void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, float* y, int64_t ldy) {
   constexpr DType kType = kQ4 ? DType::q4 : DType::q8;
