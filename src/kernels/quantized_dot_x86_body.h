@@ -382,7 +382,7 @@ template <int N> struct VnniRegs<true, N> {
   static V widen(__m256i a) { return _mm512_zextsi256_si512(a); }  // the low half, zeros above
 };
 
-// The int32 sums of block b for R rows x C tokens: lane l of the sum of isum[j][t]'s parts
+// The int32 sums of block b for R rows x C tokens: lane l of the sum of z[j][t]'s parts
 // (and of a zmm's halves) is sum_{i in group 8 b + l} q_w[j,i] q_x[t,i], offset included (in
 // part 0, the low half); exact in int32, so every width and tile shape gives the same sums, and
 // the halves' the same on the zmm and the ymm AVX-512 rows. q8: the weights as w xor 0x80
@@ -393,7 +393,7 @@ template <int N> struct VnniRegs<true, N> {
 // kParts: with kParts = 2 the 256-bit registers 2m and 2m + 1 go to parts 0 and 1, as they go
 // to a zmm's halves.
 template <int R, int C, bool kQ4>
-[[gnu::always_inline]] inline void vnni_block_sums(const uint8_t* const* blk, const QuantizedActivation* xq, int64_t b, BlockSum (*isum)[C][kParts]) {
+[[gnu::always_inline]] inline void vnni_block_sums(const uint8_t* const* blk, const QuantizedActivation* xq, int64_t b, BlockSum (*z)[C][kParts]) {
   using Regs = VnniRegs<kZmm>;
   using V = typename Regs::V;
   constexpr int W = Regs::kBytes;
@@ -404,7 +404,6 @@ template <int R, int C, bool kQ4>
   };
   auto w_at = [&](int j, int64_t at) { return Regs::load(blk[j] + at); };
   const V low = Regs::bytes(0x0F);
-  BlockSum (*const z)[C][kParts] = isum;
   WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t) WREN_UNROLL for (int p = 0; p < kParts; ++p)
     z[j][t][p] = p == 0 ? Regs::widen(offset[t]) : Regs::zero();
   if constexpr (!kQ4) {
