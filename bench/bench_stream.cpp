@@ -15,6 +15,7 @@
 #include <memory>
 #include <random>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "kernels/bandwidth.h"
@@ -83,34 +84,83 @@ const Stream& stream_of(DType type, int shape) {
   return *s;
 }
 
-void BM_DecodeStream(benchmark::State& state, DType type) {
-  const int threads = int(state.range(0)), shape = int(state.range(1));
-  const Stream& s = stream_of(type, shape);
-  const size_t per = kShapes[shape].per_region;
-  ThreadPool& pool = ThreadPool::shared(threads);
-  std::vector<float> x(8192), y(per * 8192);
-  for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i % 17) - 8) * 0.1f;
+// One pass over the stream in regions of `per` matrices, as decode runs a layer's products:
+// its seconds.
+struct StreamPass {
+  const Stream& s;
+  size_t per;
+  ThreadPool& pool;
+  std::vector<float> x = std::vector<float>(8192), y = std::vector<float>(per * 8192);
   std::vector<Product> region;
-  double best = 1e30;
-  for (auto _ : state) {
+
+  StreamPass(const Stream& stream, size_t per_region, ThreadPool& p) : s(stream), per(per_region), pool(p) {
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i % 17) - 8) * 0.1f;
+  }
+  double operator()() {
     const auto t0 = std::chrono::steady_clock::now();
     for (const MatrixView& w : s.views) {
       region.push_back({.w = w, .x = x.data(), .y = y.data() + 8192 * region.size()});
       if (region.size() == per) run_products(region, &pool), region.clear();
     }
     if (!region.empty()) run_products(region, &pool), region.clear();
-    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    best = std::min(best, dt);
     benchmark::DoNotOptimize(y.data());
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
+};
+
+void BM_DecodeStream(benchmark::State& state, DType type) {
+  const int threads = int(state.range(0)), shape = int(state.range(1));
+  const Stream& s = stream_of(type, shape);
+  StreamPass pass(s, kShapes[shape].per_region, ThreadPool::shared(threads));
+  double best = 1e30;
+  for (auto _ : state) best = std::min(best, pass());
   const Bandwidth probe = measure_read_bandwidth({.threads = threads, .passes = 3});
   state.counters["GB/s"] = s.bytes / best / 1e9;
   state.counters["probe_GB/s"] = probe.best / 1e9;
   state.counters["roofline_%"] = 100.0 * s.bytes / best / probe.best;
-  state.counters["regions/s"] = double((s.views.size() + per - 1) / per) / best;
+  state.counters["regions/s"] = double((s.views.size() + pass.per - 1) / pass.per) / best;
   state.SetLabel(std::string(to_string(type)) + " " + kShapes[shape].name + " " + active_int8_path() + ", best pass");
 }
+
+// The integer paths this CPU runs (kernels::supported_int8_paths, scalar left out) over the
+// same stream, one pass of each in turn, iterations times. A host whose neighbours move its
+// bandwidth by a quarter from one minute to the next (Zen 5 under KVM, 2026-12-05) moves
+// passes run back to back alike, so the ratio of such passes separates paths that runs minutes
+// apart cannot: `vs_PATH` is the median over iterations of (the default path's pass time /
+// PATH's), >1 where PATH streams faster; `GB/s_PATH` the median pass of each.
+void BM_DecodeStreamPaths(benchmark::State& state, DType type) {
+  const int threads = int(state.range(0)), shape = int(state.range(1));
+  const Stream& s = stream_of(type, shape);
+  StreamPass pass(s, kShapes[shape].per_region, ThreadPool::shared(threads));
+  const std::string chosen = active_int8_path();
+  std::vector<std::string> paths{chosen};
+  for (const char* p : supported_int8_paths())
+    if (p != chosen && std::string(p) != "scalar") paths.emplace_back(p);
+  std::vector<std::vector<double>> seconds(paths.size());
+  for (auto _ : state)
+    for (size_t k = 0; k < paths.size(); ++k) {
+      set_int8_path(paths[k].c_str());
+      seconds[k].push_back(pass());
+    }
+  set_int8_path(nullptr);
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  };
+  for (size_t k = 0; k < paths.size(); ++k) {
+    std::vector<double> ratio(seconds[k].size());
+    for (size_t i = 0; i < ratio.size(); ++i) ratio[i] = seconds[0][i] / seconds[k][i];
+    state.counters["GB/s_" + paths[k]] = s.bytes / median(seconds[k]) / 1e9;
+    if (k > 0) state.counters["vs_" + paths[k]] = median(ratio);
+  }
+  state.SetLabel(std::string(to_string(type)) + " " + kShapes[shape].name + ", vs_PATH = " + chosen +
+                 "'s pass time / PATH's, median over paired passes");
+}
+
 BENCHMARK_CAPTURE(BM_DecodeStream, q8, DType::q8)->ArgsProduct({{1, 2}, {0, 1, 2}})->ArgNames({"threads", "shape"})->Iterations(8)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_DecodeStream, q4, DType::q4)->ArgsProduct({{1, 2}, {0, 1, 2}})->ArgNames({"threads", "shape"})->Iterations(8)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+BENCHMARK_CAPTURE(BM_DecodeStreamPaths, q8, DType::q8)->ArgsProduct({{1, 2}, {0, 1, 2}})->ArgNames({"threads", "shape"})->Iterations(10)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_DecodeStreamPaths, q4, DType::q4)->ArgsProduct({{1, 2}, {0, 1, 2}})->ArgNames({"threads", "shape"})->Iterations(10)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
