@@ -169,14 +169,27 @@ bool prefetch_q4_to_l2() { return features().intel; }
 
 namespace {
 
-// avx512vnni-zmm: 512-bit decode rows and batched tiles, first where the core keeps its clock
-// under them: on a Xeon with VBMI2 (family 6 model 167) the decode rows in L2 run q8 44-51
-// against 39-45 GB/s and q4 27-31 against 25-27, and the Llama-3.2-1B shape decodes 3.6-4.4%
-// (q8) and 3.7-8.5% (q4) faster at 1 thread, the same or 3.5% faster at 2, nenya the same.
+// avx512vnni-zmm's q8 decode rows: 512-bit where a row is whole 256-column blocks, the
+// avx512vnni path's 256-bit rows where it has a tail (nenya's 960 and 384 columns); the two
+// take the same steps (kSplitHalves), so a row gets the same bits either way. On a Zen 5
+// (family 26, under KVM) BM_DecodeStreamPaths, paired passes, the 960-column rows stream
+// 3.5-6.6% faster in 256 bits (4 runs, 8 of 8 at 1 and 2 threads; the 384-column ones the
+// same, 0.98-1.01), the rows of whole blocks 2-8% slower; tried on the 512-bit rows with a tail
+// and left out: tiles of eight (the 256-bit rows 11-22% faster), two (the same as four).
+void zmm_q8_rows(const MatrixView& w, const QuantizedActivation& xq, int64_t r0, int64_t r1, float* out) {
+  if (w.cols % 256 != 0) return avx512vnni::q8_rows(w, xq, r0, r1, out);
+  avx512vnni_zmm::q8_rows(w, xq, r0, r1, out);
+}
+
+// avx512vnni-zmm: 512-bit decode rows (q8 rows with a tail: zmm_q8_rows) and batched tiles,
+// first where the core keeps its clock under them: on a Xeon with VBMI2 (family 6 model 167)
+// the decode rows in L2 run q8 44-51 against 39-45 GB/s and q4 27-31 against 25-27, and the
+// Llama-3.2-1B shape decodes 3.6-4.4% (q8) and 3.7-8.5% (q4) faster at 1 thread, the same or
+// 3.5% faster at 2, nenya the same.
 // avx512vnni: 256-bit decode rows, 512-bit batched tiles (the choice without VBMI2);
 // -ymm uses 256 bits for both (bench --int8-path compares them).
 const Path kPaths[] = {
-    {"avx512vnni-zmm", has_full_speed_zmm, avx512vnni_zmm::q8_rows, avx512vnni_zmm::q4_rows, avx512vnni_zmm::q8_gemm,
+    {"avx512vnni-zmm", has_full_speed_zmm, zmm_q8_rows, avx512vnni_zmm::q4_rows, avx512vnni_zmm::q8_gemm,
      avx512vnni_zmm::q4_gemm, avx512vnni::q8_scores},
     {"avx512vnni", has_avx512vnni, avx512vnni::q8_rows, avx512vnni::q4_rows, avx512vnni_zmm::q8_gemm, avx512vnni_zmm::q4_gemm,
      avx512vnni::q8_scores},

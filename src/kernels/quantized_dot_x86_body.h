@@ -629,7 +629,8 @@ void one_group_rows(const MatrixView& w, const QuantizedActivation& xq, int64_t 
 // -> 19.0-19.1 / 35.9-37.1 tokens/s (zmm path), 15.2 / 29.1-29.6 -> 17.1-17.2 / 29.6-33.8
 // (avx2), 15.4-16.0 / 30.1-31.3 -> 18.5-18.7 / 35.0-35.7 (avxvnni); q4 25.6 / 46.5-47.7 ->
 // 26.7-27.0 / 49.3-50.1 (zmm), 23.7-24.4 / 44.4-44.8 -> 24.7-25.9 / 47.7-50.3 (avx2). Rows with
-// a tail go four at a time (eight q8 rows with a tail were slower): with the prefetch ahead of
+// a tail go four at a time (eight q8 rows with a tail were slower; the avx512vnni-zmm path reads
+// q8 rows with a tail through the 256-bit ones, zmm_q8_rows): with the prefetch ahead of
 // the tile (packed_tile), BM_DecodeStream's nenya rows, best of 3 alternating, 1 / 2 threads, q8
 // 384 columns 23.0 / 38.7 -> 27.1 / 41.8 GB/s, 960 columns 28.4 / 51.1 -> 32.3 / 52.9, q4 384
 // columns 18.6 / 31.4 -> 22.7 / 32.5, 960 columns 22.3-27.9 / 39.8-48.0 -> 24.4-25.2 / 43.2-45.5
