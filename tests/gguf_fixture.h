@@ -85,6 +85,78 @@ inline void pack_q6_k(float d, const int* scales, const int* L, uint8_t* b) {
   put16(b + 208, f16(d));
 }
 
+// Q4_0 / Q4_1 / Q5_0 / Q5_1 / IQ4_NL (32 values): level n_j of value j (0..15; Q5: 0..31;
+// IQ4_NL: an index into its 16 levels) in the low nibble of byte j (j < 16) or the high
+// nibble of byte j - 16; Q5's fifth bit of value j is bit j of the little-endian u32 qh.
+inline void pack_nibble_block(GgmlType type, float d, float m, const int* n, uint8_t* b) {
+  const bool has_min = type == GgmlType::Q4_1 || type == GgmlType::Q5_1;
+  const bool has_high = type == GgmlType::Q5_0 || type == GgmlType::Q5_1;
+  put16(b, f16(d));
+  if (has_min) put16(b + 2, f16(m));
+  uint8_t* qh = b + (has_min ? 4 : 2);
+  uint8_t* qs = qh + (has_high ? 4 : 0);
+  std::memset(qs, 0, 16);
+  uint32_t high = 0;
+  for (int j = 0; j < 32; ++j) {
+    qs[j % 16] |= uint8_t((n[j] & 15) << (j < 16 ? 0 : 4));
+    if (n[j] > 15) high |= uint32_t(1) << j;
+  }
+  if (has_high)
+    for (int k = 0; k < 4; ++k) qh[k] = uint8_t(high >> (8 * k));
+}
+
+// Q2_K / Q3_K: the two low bits of value 128 h + 32 k + l (k = 0..3, l = 0..31) in bits 2k,
+// 2k + 1 of qs[32 h + l].
+inline void pack_two_bit_values(const int* L, uint8_t* qs) {
+  std::memset(qs, 0, 64);
+  for (int i = 0; i < 256; ++i) qs[32 * (i / 128) + i % 32] |= uint8_t((L[i] & 3) << (2 * (i % 128 / 32)));
+}
+
+// Q2_K: x_i = d sc_{i/16} L_i - dmin m_{i/16}, L in [0, 3], sc and m in [0, 15] (byte j of
+// scales: sc_j low nibble, m_j high).
+inline void pack_q2_k(float d, float dmin, const int* sc, const int* mn, const int* L, uint8_t* b) {
+  for (int j = 0; j < 16; ++j) b[j] = uint8_t(sc[j] | (mn[j] << 4));
+  pack_two_bit_values(L, b + 16);
+  put16(b + 80, f16(d)), put16(b + 82, f16(dmin));
+}
+
+// Q3_K: x_i = d (s_{i/16} - 32) (L_i - 4), L in [0, 7] (its third bit in bit 4 h + k of
+// hmask[l]), s in [0, 63]: the low four bits of s_j in the low nibble of byte j (j < 8) or the
+// high nibble of byte j - 8, the top two in bits 2 (j / 4), +1 of byte 8 + j % 4.
+inline void pack_q3_k(float d, const int* s, const int* L, uint8_t* b) {
+  uint8_t* hmask = b;
+  std::memset(hmask, 0, 32);
+  for (int i = 0; i < 256; ++i)
+    if (L[i] > 3) hmask[i % 32] |= uint8_t(1 << (4 * (i / 128) + i % 128 / 32));
+  pack_two_bit_values(L, b + 32);
+  uint8_t* scales = b + 96;
+  std::memset(scales, 0, 12);
+  for (int j = 0; j < 16; ++j) {
+    scales[j % 8] |= uint8_t((s[j] & 15) << (j < 8 ? 0 : 4));
+    scales[8 + j % 4] |= uint8_t((s[j] >> 4) << (2 * (j / 4)));
+  }
+  put16(b + 108, f16(d));
+}
+
+// IQ4_XS: x_i = d (s_{i/32} - 32) kIq4NlValues[L_i], s in [0, 63]: its low four bits in
+// nibble j % 2 of scales_l[j / 2], its top two in bits 2j, 2j + 1 of the u16 scales_h; the
+// indices of sub-block j as a 32-value nibble block at byte 8 + 16 j.
+inline void pack_iq4_xs(float d, const int* s, const int* L, uint8_t* b) {
+  put16(b, f16(d));
+  uint16_t scales_h = 0;
+  std::memset(b + 4, 0, 4);
+  for (int j = 0; j < 8; ++j) {
+    b[4 + j / 2] |= uint8_t((s[j] & 15) << (4 * (j % 2)));
+    scales_h |= uint16_t((s[j] >> 4) << (2 * j));
+  }
+  put16(b + 2, scales_h);
+  for (int j = 0; j < 8; ++j) {
+    uint8_t* qs = b + 8 + 16 * j;
+    std::memset(qs, 0, 16);
+    for (int l = 0; l < 32; ++l) qs[l % 16] |= uint8_t(L[32 * j + l] << (l < 16 ? 0 : 4));
+  }
+}
+
 // d and dmin share an exponent range and every product is a short binary fraction, so each
 // value below is exact in float: the comparisons are EXPECT_EQ.
 constexpr float kD1 = 0.000732421875f /* 1.5 * 2^-11 */, kDmin = 0.0006103515625f /* 1.25 * 2^-11 */;
@@ -104,6 +176,72 @@ inline KBlock random_k_block(uint32_t seed, int levels, bool with_min) {
   for (int i = 0; i < 256; ++i)
     k.expect.push_back(float(double(kD1) * k.sc[i / 32] * k.L[i] - double(kDmin) * k.mn[i / 32]));
   return k;
+}
+
+// A block of Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K or IQ4_XS with random levels and scales
+// (every bit of the scale fields used), its bytes from the packers above and its values from
+// the layouts' formulas in double (exact in float: d is a short binary fraction).
+struct PackedBlock {
+  std::vector<uint8_t> bytes;
+  std::vector<float> values;
+};
+
+inline PackedBlock random_block(GgmlType type, uint32_t seed, float d) {
+  std::mt19937 rng(seed);
+  auto draw = [&](int n) { return int(rng() % uint32_t(n)); };
+  PackedBlock p{std::vector<uint8_t>(size_t(ggml_block_bytes(type))), {}};
+  const double dd = d, m = d * 3;  // Q4_1 / Q5_1's m, Q2_K's dmin
+  int L[256], sc[16], mn[16];
+  switch (type) {
+    case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::IQ4_NL: {
+      const bool five = type == GgmlType::Q5_0 || type == GgmlType::Q5_1;
+      for (int j = 0; j < 32; ++j) L[j] = draw(five ? 32 : 16);
+      L[3] = five ? 31 : 15, L[20] = 0;
+      pack_nibble_block(type, d, float(m), L, p.bytes.data());
+      for (int j = 0; j < 32; ++j) {
+        const double x = type == GgmlType::IQ4_NL ? dd * gguf_blocks::kIq4NlValues[L[j]]
+                         : type == GgmlType::Q5_0 ? dd * (L[j] - 16)
+                                                  : dd * L[j] + m;
+        p.values.push_back(float(x));
+      }
+      break;
+    }
+    case GgmlType::Q2_K:
+      for (int j = 0; j < 16; ++j) sc[j] = draw(16), mn[j] = draw(16);
+      for (int& l : L) l = draw(4);
+      sc[9] = mn[14] = 15, L[255] = 3;
+      pack_q2_k(d, float(m), sc, mn, L, p.bytes.data());
+      for (int i = 0; i < 256; ++i) p.values.push_back(float(dd * sc[i / 16] * L[i] - m * mn[i / 16]));
+      break;
+    case GgmlType::Q3_K:
+      for (int j = 0; j < 16; ++j) sc[j] = draw(64);
+      for (int& l : L) l = draw(8);
+      sc[13] = 63, sc[2] = 0, L[200] = 7, L[201] = 0;
+      pack_q3_k(d, sc, L, p.bytes.data());
+      for (int i = 0; i < 256; ++i) p.values.push_back(float(dd * (sc[i / 16] - 32) * (L[i] - 4)));
+      break;
+    case GgmlType::IQ4_XS:
+      for (int j = 0; j < 8; ++j) sc[j] = draw(64);
+      for (int& l : L) l = draw(16);
+      sc[7] = 63, L[255] = 15;
+      pack_iq4_xs(d, sc, L, p.bytes.data());
+      for (int i = 0; i < 256; ++i) p.values.push_back(float(dd * (sc[i / 32] - 32) * gguf_blocks::kIq4NlValues[L[i]]));
+      break;
+    default: ADD_FAILURE() << "random_block: " << to_string(type) << " is packed elsewhere";
+  }
+  return p;
+}
+
+// The scale random_block's d takes in a model's tensors: its largest value near 0.2.
+inline float model_scale(GgmlType type) {
+  switch (type) {
+    case GgmlType::Q4_1: case GgmlType::Q5_1: return kD1 * 4;   // (31 + 3) x 0.0059
+    case GgmlType::Q5_0: return kD1 * 16;                      // 16 x 0.0117
+    case GgmlType::IQ4_NL: return kD1 * 2;                     // 127 x 0.0015
+    case GgmlType::Q2_K: return kD1 * 4;                       // 45 x 0.0029
+    case GgmlType::Q3_K: return kD1 * 2;                       // 32 x 4 x 0.0015
+    default: return kD1 / 8;                                   // IQ4_XS: 32 x 127 x 0.000092
+  }
 }
 
 // Encodes `values` (rows of `cols`) as `type`, and replaces them by what the blocks decode to
@@ -143,6 +281,13 @@ inline std::vector<uint8_t> encode_for_test(GgmlType type, std::vector<float>& v
         // Scaled down (by a power of two: still exact) to weights of std ~0.05.
         for (int i = 0; i < 256; ++i) x[i] = kb.expect[size_t(i)] * 0.25f;
         put16(b, f16(kD1 * 0.25f)), put16(b + 2, f16(kDmin * 0.25f));
+        break;
+      }
+      case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::IQ4_NL:
+      case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::IQ4_XS: {
+        const PackedBlock pb = random_block(type, seed + uint32_t(k), model_scale(type));
+        std::memcpy(b, pb.bytes.data(), pb.bytes.size());
+        std::copy(pb.values.begin(), pb.values.end(), x);
         break;
       }
       case GgmlType::Q6_K: {

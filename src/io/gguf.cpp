@@ -128,44 +128,72 @@ bool GgufValue::is_int() const {
 
 size_t GgufValue::size() const { return strings.size() + ints.size() + floats.size(); }
 
+namespace {
+constexpr GgmlType kReadTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,   GgmlType::Q4_0,
+                                   GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q2_K,   GgmlType::Q3_K,
+                                   GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS};
+}  // namespace
+
 const char* to_string(GgmlType t) {
   switch (t) {
     case GgmlType::F32: return "F32";
     case GgmlType::F16: return "F16";
     case GgmlType::Q4_0: return "Q4_0";
+    case GgmlType::Q4_1: return "Q4_1";
+    case GgmlType::Q5_0: return "Q5_0";
+    case GgmlType::Q5_1: return "Q5_1";
     case GgmlType::Q8_0: return "Q8_0";
+    case GgmlType::Q2_K: return "Q2_K";
+    case GgmlType::Q3_K: return "Q3_K";
     case GgmlType::Q4_K: return "Q4_K";
     case GgmlType::Q5_K: return "Q5_K";
     case GgmlType::Q6_K: return "Q6_K";
+    case GgmlType::IQ4_NL: return "IQ4_NL";
+    case GgmlType::IQ4_XS: return "IQ4_XS";
     case GgmlType::BF16: return "BF16";
   }
   return "?";
 }
 
+std::string readable_ggml_types() {
+  std::string s;
+  for (GgmlType t : kReadTypes) s += (s.empty() ? "" : ", ") + std::string(to_string(t));
+  return s;
+}
+
 std::optional<GgmlType> ggml_type(uint32_t v) {
-  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K,
-                     GgmlType::Q6_K, GgmlType::BF16})
+  for (GgmlType t : kReadTypes)
     if (uint32_t(t) == v) return t;
   return std::nullopt;
 }
 
 int64_t ggml_block_values(GgmlType t) {
   switch (t) {
-    case GgmlType::Q4_0: case GgmlType::Q8_0: return 32;
-    case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K: return 256;
-    default: return 1;
+    case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16: return 1;
+    case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::Q8_0:
+    case GgmlType::IQ4_NL: return 32;
+    case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K:
+    case GgmlType::IQ4_XS: return 256;
   }
+  return 1;
 }
 
 int64_t ggml_block_bytes(GgmlType t) {
   switch (t) {
     case GgmlType::F32: return 4;
     case GgmlType::F16: case GgmlType::BF16: return 2;
-    case GgmlType::Q4_0: return 18;   // f16 d, 16 bytes of nibbles
-    case GgmlType::Q8_0: return 34;   // f16 d, 32 int8
-    case GgmlType::Q4_K: return 144;  // f16 d, f16 dmin, 12 bytes of 6-bit scales / mins, 128 bytes of nibbles
-    case GgmlType::Q5_K: return 176;  // as Q4_K + 32 bytes of fifth bits
-    case GgmlType::Q6_K: return 210;  // 128 bytes low nibbles, 64 bytes high 2 bits, 16 int8 scales, f16 d
+    case GgmlType::Q4_0: return 18;    // f16 d, 16 bytes of nibbles
+    case GgmlType::Q4_1: return 20;    // f16 d, f16 m, 16 bytes of nibbles
+    case GgmlType::Q5_0: return 22;    // f16 d, 4 bytes of fifth bits, 16 bytes of nibbles
+    case GgmlType::Q5_1: return 24;    // f16 d, f16 m, 4 bytes of fifth bits, 16 bytes of nibbles
+    case GgmlType::Q8_0: return 34;    // f16 d, 32 int8
+    case GgmlType::Q2_K: return 84;    // 16 bytes of 4-bit scales / mins, 64 bytes of 2-bit values, f16 d, f16 dmin
+    case GgmlType::Q3_K: return 110;   // 32 bytes of high bits, 64 bytes of 2-bit values, 12 bytes of 6-bit scales, f16 d
+    case GgmlType::Q4_K: return 144;   // f16 d, f16 dmin, 12 bytes of 6-bit scales / mins, 128 bytes of nibbles
+    case GgmlType::Q5_K: return 176;   // as Q4_K + 32 bytes of fifth bits
+    case GgmlType::Q6_K: return 210;   // 128 bytes low nibbles, 64 bytes high 2 bits, 16 int8 scales, f16 d
+    case GgmlType::IQ4_NL: return 18;  // f16 d, 16 bytes of nibbles (indices into a 16-entry table)
+    case GgmlType::IQ4_XS: return 136; // f16 d, u16 + 4 bytes of 6-bit scales, 128 bytes of nibbles
   }
   return 0;
 }
@@ -227,7 +255,7 @@ void GgufFile::parse_all(const uint8_t* data, uint64_t size, const std::string& 
     }
     const uint32_t type = c.get<uint32_t>(what + " type");
     auto gt = ggml_type(type);
-    if (!gt) c.fail(what + ": ggml type " + num(type) + " is not one we read (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)");
+    if (!gt) c.fail(what + ": ggml type " + num(type) + " is not one we read (" + readable_ggml_types() + ")");
     t.type = *gt;
     if (t.ne[0] % ggml_block_values(t.type))
       c.fail(what + ": row length ne[0] = " + num(uint64_t(t.ne[0])) + " is not a multiple of the " + to_string(t.type) +

@@ -48,9 +48,14 @@ struct GgufValue {
   size_t size() const;  // arrays: element count
 };
 
-// The ggml tensor types we read and write (values of the file's u32).
-enum class GgmlType : uint32_t { F32 = 0, F16 = 1, Q4_0 = 2, Q8_0 = 8, Q4_K = 12, Q5_K = 13, Q6_K = 14, BF16 = 30 };
+// The ggml tensor types we read (values of the file's u32; block layouts in io/gguf_blocks.h).
+// We write F32, BF16, Q8_0 and Q4_0.
+enum class GgmlType : uint32_t {
+  F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13,
+  Q6_K = 14, IQ4_NL = 20, IQ4_XS = 23, BF16 = 30
+};
 const char* to_string(GgmlType t);
+std::string readable_ggml_types();  // "F32, F16, ...": the names of every type above
 std::optional<GgmlType> ggml_type(uint32_t v);
 int64_t ggml_block_values(GgmlType t);  // values per block (1 for F32 / F16 / BF16)
 int64_t ggml_block_bytes(GgmlType t);   // bytes per block

@@ -81,6 +81,76 @@ void q6_k_block(const uint8_t* b, float* y) {
   }
 }
 
+// The 32-value blocks: x = d n + m with n from the nibbles (and Q5's fifth bits), or
+// from the IQ4_NL table.
+void nibble_block(GgmlType t, const uint8_t* b, float* y) {
+  const bool has_min = t == GgmlType::Q4_1 || t == GgmlType::Q5_1;
+  const bool has_high = t == GgmlType::Q5_0 || t == GgmlType::Q5_1;
+  const float d = half(b), m = has_min ? half(b + 2) : 0.0f;
+  const uint8_t* qh = b + (has_min ? 4 : 2);
+  const uint8_t* qs = qh + (has_high ? 4 : 0);
+  uint32_t high = 0;
+  if (has_high) high = uint32_t(qh[0]) | uint32_t(qh[1]) << 8 | uint32_t(qh[2]) << 16 | uint32_t(qh[3]) << 24;
+  const int offset = t == GgmlType::Q4_0 ? 8 : t == GgmlType::Q5_0 ? 16 : 0;
+  for (int j = 0; j < 32; ++j) {
+    const int nibble = j < 16 ? qs[j] & 0xF : qs[j - 16] >> 4;
+    if (t == GgmlType::IQ4_NL) {
+      y[j] = d * float(kIq4NlValues[nibble]);
+      continue;
+    }
+    const int n = nibble + int((high >> j) & 1) * 16;
+    y[j] = d * float(n - offset) + m;
+  }
+}
+
+void q2_k_block(const uint8_t* b, float* y) {
+  const uint8_t* scales = b;
+  const uint8_t* q = b + 16;
+  const float d = half(b + 80), dmin = half(b + 82);
+  for (int i = 0; i < 256; ++i) {
+    const int half_i = i / 128, k = i % 128 / 32, l = i % 32;
+    const int n = (q[32 * half_i + l] >> (2 * k)) & 3;
+    const uint8_t sc = scales[i / 16];
+    y[i] = d * float(sc & 0xF) * float(n) - dmin * float(sc >> 4);
+  }
+}
+
+// Q3_K's 16 six-bit scales: the low four bits of scale j in the low nibble of byte j (j < 8)
+// or the high nibble of byte j - 8; its top two bits in bits 2 (j / 4), +1 of byte 8 + j % 4.
+int q3_k_scale(const uint8_t* s, int j) {
+  const int low = j < 8 ? s[j] & 0xF : s[j - 8] >> 4;
+  const int top = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+  return low | top << 4;
+}
+
+void q3_k_block(const uint8_t* b, float* y) {
+  const uint8_t* hmask = b;
+  const uint8_t* q = b + 32;
+  const uint8_t* scales = b + 96;
+  const float d = half(b + 108);
+  for (int i = 0; i < 256; ++i) {
+    const int half_i = i / 128, k = i % 128 / 32, l = i % 32;
+    const int n = (q[32 * half_i + l] >> (2 * k)) & 3;
+    const int high = (hmask[l] >> (4 * half_i + k)) & 1;
+    y[i] = d * float(q3_k_scale(scales, i / 16) - 32) * float(n + 4 * high - 4);
+  }
+}
+
+void iq4_xs_block(const uint8_t* b, float* y) {
+  const float d = half(b);
+  const uint32_t scales_h = uint32_t(b[2]) | uint32_t(b[3]) << 8;
+  const uint8_t* scales_l = b + 4;
+  const uint8_t* qs = b + 8;
+  for (int j = 0; j < 8; ++j, qs += 16, y += 32) {
+    const int s = ((scales_l[j / 2] >> (4 * (j % 2))) & 0xF) | int((scales_h >> (2 * j)) & 3) << 4;
+    const float dl = d * float(s - 32);
+    for (int l = 0; l < 16; ++l) {
+      y[l] = dl * float(kIq4NlValues[qs[l] & 0xF]);
+      y[l + 16] = dl * float(kIq4NlValues[qs[l] >> 4]);
+    }
+  }
+}
+
 }  // namespace
 
 void dequantize_row(GgmlType t, const uint8_t* row, int64_t n, float* out) {
@@ -102,17 +172,15 @@ void dequantize_row(GgmlType t, const uint8_t* row, int64_t n, float* out) {
         for (int j = 0; j < 32; ++j) y[j] = d * float(int8_t(b[2 + j]));
         break;
       }
-      case GgmlType::Q4_0: {
-        const float d = half(b);
-        for (int j = 0; j < 16; ++j) {
-          y[j] = d * float((b[2 + j] & 0xF) - 8);
-          y[j + 16] = d * float((b[2 + j] >> 4) - 8);
-        }
+      case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::IQ4_NL:
+        nibble_block(t, b, y);
         break;
-      }
+      case GgmlType::Q2_K: q2_k_block(b, y); break;
+      case GgmlType::Q3_K: q3_k_block(b, y); break;
       case GgmlType::Q4_K: q4_k_block(b, y); break;
       case GgmlType::Q5_K: q5_k_block(b, y); break;
       case GgmlType::Q6_K: q6_k_block(b, y); break;
+      case GgmlType::IQ4_XS: iq4_xs_block(b, y); break;
     }
   }
 }
