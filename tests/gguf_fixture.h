@@ -305,7 +305,7 @@ inline std::vector<uint8_t> encode_for_test(GgmlType type, std::vector<float>& v
 }
 
 // The fixture's tokenizer as tokenizer.ggml.* metadata.
-inline void set_tokenizer(GgufWriter& w, const std::string& tokenizer_model) {
+inline void set_tokenizer(GgufWriter& w, const std::string& tokenizer_model, const std::string& pre = "gpt-2") {
   const Json tok = Json::parse(tokenizer_json());
   GgufValue tokens, merges;
   tokens.type = merges.type = GgufType::array, tokens.elem = merges.elem = GgufType::string;
@@ -314,7 +314,7 @@ inline void set_tokenizer(GgufWriter& w, const std::string& tokenizer_model) {
     tokens.strings[it.value().get<size_t>()] = it.key();
   for (auto& a : tok["added_tokens"]) tokens.strings[a["id"].get<size_t>()] = a["content"].get<std::string>();
   for (auto& mg : tok["model"]["merges"]) merges.strings.push_back(mg.is_string() ? mg.get<std::string>() : mg[0].get<std::string>() + " " + mg[1].get<std::string>());
-  w.set_string("tokenizer.ggml.model", tokenizer_model), w.set_string("tokenizer.ggml.pre", "gpt-2");
+  w.set_string("tokenizer.ggml.model", tokenizer_model), w.set_string("tokenizer.ggml.pre", pre);
   w.set("tokenizer.ggml.tokens", tokens), w.set("tokenizer.ggml.merges", merges);
   w.set_u32("tokenizer.ggml.eos_token_id", 256);
 }

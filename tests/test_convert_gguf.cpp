@@ -18,6 +18,9 @@
 #include "runtime/model_files.h"
 #include "runtime/session.h"
 #include "test_util.h"
+#include "config/json_reader.h"
+#include "text/pre_tokenizer.h"
+#include "text/pretokenize.h"
 
 namespace wren {
 namespace {
@@ -231,14 +234,14 @@ TEST(GgufReader, RejectsTruncatedAndDamagedFiles) {
 // The HF model written as llama.cpp's converter would: names, q / k rows permuted for
 // interleaved RoPE (reshape(heads, 2, d/2, in).swapaxes(1, 2)), each matrix in its own type.
 void write_llama_gguf(HfModel& m, const std::string& path, const std::map<std::string, GgmlType>& types,
-                      const std::string& tokenizer_model = "gpt2") {
+                      const std::string& tokenizer_model = "gpt2", const std::string& pre = "gpt-2") {
   GgufWriter w;
   w.set_string("general.architecture", "llama");
   w.set_u32("llama.context_length", 64), w.set_u32("llama.embedding_length", kD), w.set_u32("llama.block_count", kLayers);
   w.set_u32("llama.feed_forward_length", kInter), w.set_u32("llama.attention.head_count", kHeads);
   w.set_u32("llama.attention.head_count_kv", kKvHeads), w.set_u32("llama.attention.key_length", kHeadDim);
   w.set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f), w.set_f32("llama.rope.freq_base", 500.0f);
-  set_tokenizer(w, tokenizer_model);
+  set_tokenizer(w, tokenizer_model, pre);
   auto name_of = [](const std::string& hf) -> std::string {
     if (hf == "model.embed_tokens.weight") return "token_embd.weight";
     if (hf == "model.norm.weight") return "output_norm.weight";
@@ -375,5 +378,46 @@ TEST(ConvertGguf, UnknownTokenizerKindIsANamedError) {
   }
 }
 
+// llama.cpp gives one pre-tokenizer type several names (llama-vocab.cpp): some of the other
+// names of the types we run, with the regex their type uses there. SMOLLM's type isolates
+// each digit before GPT-2's regex (SmolLM's tokenizer.json: Digits, then ByteLevel), seen
+// through text/'s own pre-tokenizer. A name of a type we do not run stays an error that lists
+// the names.
+std::vector<std::string> pre_pieces(const Json& tokenizer, std::string_view text) {
+  JsonReader r(tokenizer, "tokenizer.json", "");
+  std::vector<std::string> pieces;
+  text::PreTokenizer::read(r).split(text, pieces, true);
+  return pieces;
+}
+
+TEST(ConvertGguf, PreTokenizerAliasesReadAsTheirType) {
+  TempDir dir;
+  HfModel m = make_dense_or_moe({.type = "llama"});
+  auto tokenizer = [&](const char* pre) {
+    write_llama_gguf(m, dir / "m.gguf", {}, "gpt2", pre);
+    return Json::parse(GgufModel(dir / "m.gguf").tokenizer_json());
+  };
+  using text::SplitPattern;
+  const std::pair<const char*, SplitPattern> cases[] = {{"deepseek-r1-qwen", SplitPattern::qwen2},
+                                                        {"stablelm2", SplitPattern::qwen2},
+                                                        {"falcon3", SplitPattern::cl100k},
+                                                        {"llama4", SplitPattern::o200k},
+                                                        {"phi-2", SplitPattern::gpt2},
+                                                        {"smollm", SplitPattern::gpt2}};
+  for (auto [pre, pattern] : cases) {
+    const Json steps = tokenizer(pre)["pre_tokenizer"]["pretokenizers"];
+    EXPECT_EQ(steps[steps.size() - 2]["pattern"]["Regex"], text::split_pattern_regex(pattern)) << pre;
+  }
+  EXPECT_EQ(pre_pieces(tokenizer("gpt-2"), "x 2024"), (std::vector<std::string>{"x", " 2024"}));
+  EXPECT_EQ(pre_pieces(tokenizer("smollm"), "x 2024"), (std::vector<std::string>{"x", " ", "2", "0", "2", "4"}));
+  write_llama_gguf(m, dir / "m.gguf", {}, "gpt2", "tekken");
+  try {
+    (void)GgufModel(dir / "m.gguf").tokenizer_json();
+    FAIL() << "accepted tokenizer.ggml.pre tekken";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("\"tekken\""), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("deepseek-r1-qwen"), std::string::npos) << e.what();
+  }
+}
 }  // namespace
 }  // namespace wren

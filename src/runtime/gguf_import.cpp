@@ -3,6 +3,7 @@
 #include "runtime/gguf_import.h"
 
 #include <algorithm>
+#include <initializer_list>
 #include <unordered_set>
 
 #include "config/hf_config.h"
@@ -45,18 +46,50 @@ const std::map<std::string, std::string>& layer_names() {
   return names;
 }
 
-// llama.cpp's tokenizer.ggml.pre names -> the split regex they stand for.
-std::optional<text::SplitPattern> pre_pattern(const std::string& pre) {
+// What a tokenizer.ggml.pre name stands for: the split regex, after (digits_apart) a first
+// step that isolates every \p{N} character, as Hugging Face's Digits(individual_digits) does.
+struct PreSteps {
+  text::SplitPattern pattern;
+  bool digits_apart = false;
+};
+
+// llama.cpp gives one pre-tokenizer type several names (llama-vocab.cpp); every name of the
+// types whose regexes we run is here: LLAMA3, DBRX, SMAUG (cl100k); GPT2, MPT, OLMO, JAIS,
+// TRILLION, GRANITE_DOCLING (gpt2); QWEN2, STABLELM2, HUNYUAN, SOLAR_OPEN (qwen2); GPT4O,
+// MINIMAX_M2 (o200k); and SMOLLM's family (\p{N} alone, then GPT-2's regex: SmolLM's own
+// tokenizer.json is Digits(individual_digits) then ByteLevel), so DeepSeek-R1's Qwen distills,
+// SmolLM2, Falcon3 or Llama 4 files read as their type does.
+const std::map<std::string, PreSteps>& pre_steps_table() {
   using text::SplitPattern;
-  static const std::map<std::string, SplitPattern> table = {
-      {"default", SplitPattern::gpt2}, {"gpt-2", SplitPattern::gpt2}, {"gpt2", SplitPattern::gpt2},
-      {"olmo", SplitPattern::gpt2}, {"llama3", SplitPattern::cl100k}, {"llama-bpe", SplitPattern::cl100k},
-      {"llama-v3", SplitPattern::cl100k}, {"dbrx", SplitPattern::cl100k}, {"smaug-bpe", SplitPattern::cl100k},
-      {"qwen2", SplitPattern::qwen2}, {"gpt-4o", SplitPattern::o200k},
-  };
-  auto it = table.find(pre);
-  if (it == table.end()) return std::nullopt;
+  static const std::map<std::string, PreSteps> table = [] {
+    std::map<std::string, PreSteps> t;
+    auto add = [&](PreSteps p, std::initializer_list<const char*> names) {
+      for (const char* n : names) t.emplace(n, p);
+    };
+    add({SplitPattern::gpt2}, {"default", "gpt-2", "gpt2", "olmo", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es",
+                               "jina-v2-de", "a.x-4.0", "mellum", "modern-bert", "jina-v1-en", "jina-v2-code", "roberta-bpe",
+                               "mpt", "jais", "trillion", "granite-docling"});
+    add({SplitPattern::cl100k}, {"llama3", "llama-bpe", "llama-v3", "dbrx", "smaug-bpe", "falcon3", "falcon-h1", "pixtral",
+                                 "midm-2.0", "lfm2", "jina-v5-nano"});
+    add({SplitPattern::qwen2}, {"qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "stablelm2", "hunyuan", "solar-open"});
+    add({SplitPattern::o200k}, {"gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2"});
+    add({SplitPattern::gpt2, true}, {"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva-7b",
+                                     "mellum2"});
+    return t;
+  }();
+  return table;
+}
+
+std::optional<PreSteps> pre_steps(const std::string& pre) {
+  auto it = pre_steps_table().find(pre);
+  if (it == pre_steps_table().end()) return std::nullopt;
   return it->second;
+}
+
+std::string known_pres() {
+  std::string s;
+  for (const auto& [name, steps] : pre_steps_table()) s += (s.empty() ? "" : ", ") + name;
+  return s;
 }
 
 // deepseek2's metadata as the deepseek_v2 config.json keys config/hf_config maps: MLA's widths
@@ -332,15 +365,29 @@ std::string GgufModel::tokenizer_json() const {
   return kind == "llama" ? sentencepiece_tokenizer_json(*tokens, types) : byte_level_tokenizer_json(*tokens, types);
 }
 
+namespace {
+
+// The tokenizer.json pre-tokenizers of a byte-level vocabulary: [Digits,] Split, ByteLevel.
+Json pre_tokenizer_steps(const PreSteps& p) {
+  Json steps = Json::array();
+  if (p.digits_apart) steps.push_back({{"type", "Digits"}, {"individual_digits", true}});
+  steps.push_back({{"type", "Split"}, {"pattern", {{"Regex", text::split_pattern_regex(p.pattern)}}}, {"behavior", "Isolated"},
+                   {"invert", false}});
+  steps.push_back({{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", false}});
+  return steps;
+}
+
+}  // namespace
+
 std::string GgufModel::byte_level_tokenizer_json(const GgufValue& tokens, const GgufValue* types) const {
   const GgufValue* merges = file_.value("tokenizer.ggml.merges");
   if (!merges || merges->type != GgufType::array || merges->elem != GgufType::string)
     throw IoError(file_.path() + ": metadata tokenizer.ggml.merges: expected an array of strings");
   const std::string pre = file_.value("tokenizer.ggml.pre") ? file_.string("tokenizer.ggml.pre") : "default";
-  auto pattern = pre_pattern(pre);
-  if (!pattern)
-    throw IoError(file_.path() + ": tokenizer.ggml.pre \"" + pre + "\" is not a pre-tokenizer Wren knows (known: default, "
-                  "gpt-2, olmo, llama-bpe, llama3, dbrx, smaug-bpe, qwen2, gpt-4o)");
+  auto steps = pre_steps(pre);
+  if (!steps)
+    throw IoError(file_.path() + ": tokenizer.ggml.pre \"" + pre + "\" is not a pre-tokenizer Wren knows (known: " +
+                  known_pres() + ")");
   Json vocab, added;
   vocab_json(file_, tokens, types, false, vocab, added);
   Json j = {{"version", "1.0"}, {"truncation", nullptr}, {"padding", nullptr}, {"added_tokens", added},
@@ -348,9 +395,7 @@ std::string GgufModel::byte_level_tokenizer_json(const GgufValue& tokens, const 
             {"pre_tokenizer",
              {{"type", "Sequence"},
               {"pretokenizers",
-               Json::array({{{"type", "Split"}, {"pattern", {{"Regex", text::split_pattern_regex(*pattern)}}},
-                             {"behavior", "Isolated"}, {"invert", false}},
-                            {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", false}}})}}},
+               pre_tokenizer_steps(*steps)}}},
             {"post_processor", nullptr},
             {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}}},
             {"model", {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"byte_fallback", false},
