@@ -3,9 +3,11 @@
 // oracle for every tensor type, and model directory -> GGUF -> model directory bit for bit.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "config/read_file.h"
 #include "gguf_fixture.h"
@@ -234,7 +236,8 @@ TEST(GgufReader, RejectsTruncatedAndDamagedFiles) {
 // The HF model written as llama.cpp's converter would: names, q / k rows permuted for
 // interleaved RoPE (reshape(heads, 2, d/2, in).swapaxes(1, 2)), each matrix in its own type.
 void write_llama_gguf(HfModel& m, const std::string& path, const std::map<std::string, GgmlType>& types,
-                      const std::string& tokenizer_model = "gpt2", const std::string& pre = "gpt-2") {
+                      const std::string& tokenizer_model = "gpt2", const std::string& pre = "gpt-2",
+                      const std::function<void(GgufWriter&)>& more = nullptr) {
   GgufWriter w;
   w.set_string("general.architecture", "llama");
   w.set_u32("llama.context_length", 64), w.set_u32("llama.embedding_length", kD), w.set_u32("llama.block_count", kLayers);
@@ -282,6 +285,7 @@ void write_llama_gguf(HfModel& m, const std::string& path, const std::map<std::s
     auto held = std::make_shared<std::vector<uint8_t>>(std::move(bytes));
     w.add_tensor(name, type, t.shape, [held](const ByteSink& sink) { sink(held->data(), held->size()); });
   }
+  if (more) more(w);
   w.write(path);
 }
 
@@ -308,6 +312,124 @@ TEST(ConvertGguf, LlamaOtherQuantTypesMatchHfForward) {
   expect_gguf_matches({{"attn_q.weight", GgmlType::Q3_K}, {"attn_k.weight", GgmlType::Q2_K}, {"attn_v.weight", GgmlType::IQ4_XS},
                        {"ffn_gate.weight", GgmlType::Q3_K}, {"ffn_up.weight", GgmlType::IQ4_XS}, {"ffn_down.weight", GgmlType::Q5_0},
                        {"attn_output.weight", GgmlType::Q5_1}, {"token_embd.weight", GgmlType::Q4_1}, {"output.weight", GgmlType::IQ4_NL}});
+}
+
+// ---- Llama 3's RoPE scaling as rope_freqs.weight ----------------------------------------------
+
+// Each frequency's divisor as convert_hf_to_gguf.py computes it from transformers' llama3
+// rope_scaling (factor, low_freq_factor, high_freq_factor, original_max_position_embeddings).
+std::vector<float> llama3_divisors(double theta, int dim, double factor, double low, double high, double context) {
+  std::vector<float> d;
+  for (int i = 0; i < dim; i += 2) {
+    const double freq = 1.0 / std::pow(theta, double(i) / dim), wavelen = 2 * 3.14159265358979323846 / freq;
+    if (wavelen < context / high) {
+      d.push_back(1.0f);
+    } else if (wavelen > context / low) {
+      d.push_back(float(factor));
+    } else {
+      const double smooth = (context / wavelen - low) / (high - low);
+      d.push_back(float(1 / ((1 - smooth) / factor + smooth)));
+    }
+  }
+  return d;
+}
+
+std::function<void(GgufWriter&)> with_divisors(std::vector<float> d) {
+  return [d = std::move(d)](GgufWriter& w) {
+    auto held = std::make_shared<std::vector<float>>(d);
+    w.add_tensor("rope_freqs.weight", GgmlType::F32, {int64_t(d.size())},
+                 [held](const ByteSink& sink) { sink(held->data(), held->size() * 4); });
+  };
+}
+
+// Llama-3.2-1B's scaling (theta 500000, 64 rotary dimensions, factor 32, low 1, high 4, 8192)
+// reads back as exactly those parameters; a divisor moved by 1% is an error naming the tensor.
+TEST(ConvertGguf, Llama3DivisorsReadAsTheirParameters) {
+  TempDir dir;
+  HfModel m = make_dense_or_moe({.type = "llama"});
+  std::vector<float> d = llama3_divisors(500000.0, 64, 32.0, 1.0, 4.0, 8192.0);
+  auto llama32 = [&](const std::vector<float>& divisors) {
+    const auto add = with_divisors(divisors);
+    return [add](GgufWriter& w) {
+      w.set_u32("llama.attention.key_length", 64), w.set_u32("llama.rope.dimension_count", 64);
+      w.set_f32("llama.rope.freq_base", 500000.0f);
+      add(w);
+    };
+  };
+  write_llama_gguf(m, dir / "m.gguf", {}, "gpt2", "gpt-2", llama32(d));
+  const Json want = {{"rope_type", "llama3"}, {"factor", 32.0}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
+                     {"original_max_position_embeddings", 8192}};
+  EXPECT_EQ(GgufModel(dir / "m.gguf").hf_config()["rope_scaling"], want);
+  d[16] *= 1.01f;
+  write_llama_gguf(m, dir / "m.gguf", {}, "gpt2", "gpt-2", llama32(d));
+  try {
+    (void)GgufModel(dir / "m.gguf");
+    FAIL() << "accepted divisors off Llama-3's curve";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("rope_freqs.weight"), std::string::npos) << e.what();
+  }
+}
+
+// The fixture's model with a Llama-3 scaling whose middle band covers its wavelengths (theta
+// 500, 16 rotary dimensions: factor 8, low 64, high 1024, context 8192): the GGUF carrying the
+// divisors decodes as the Hugging Face folder carrying the parameters.
+TEST(ConvertGguf, Llama3DivisorsDecodeAsTheHfScaling) {
+  TempDir dir;
+  HfModel m = make_dense_or_moe({.type = "llama"});
+  write_llama_gguf(m, dir / "m.gguf", {}, "gpt2", "gpt-2", with_divisors(llama3_divisors(500.0, kHeadDim, 8, 64, 1024, 8192)));
+  m.config["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 64.0}, {"high_freq_factor", 1024.0},
+                              {"original_max_position_embeddings", 8192}};
+  std::filesystem::create_directories(dir / "hf");
+  m.write(dir / "hf", 1, tokenizer_json());  // the values the GGUF's blocks hold
+  ConvertOptions o;
+  o.dtype = kernels::DType::f32;
+  convert_gguf_file(dir / "m.gguf", dir / "from_gguf", o);
+  convert_hf_checkpoint(dir / "hf", dir / "from_hf", o);
+  Session a(open_model(dir / "from_gguf")), b(open_model(dir / "from_hf"));
+  std::vector<float> la(size_t(a.vocab_rows())), lb(la.size()), lc(la.size());
+  Session plain_hf = [&] {
+    m.config.erase("rope_scaling");
+    std::filesystem::create_directories(dir / "hf_plain");
+  m.write(dir / "hf_plain", 1, tokenizer_json());
+    convert_hf_checkpoint(dir / "hf_plain", dir / "plain", o);
+    return Session(open_model(dir / "plain"));
+  }();
+  float moved = 0;
+  for (int32_t t : testing_util::random_tokens(8, kVocab, 9)) {
+    a.decode(t, la.data()), b.decode(t, lb.data()), plain_hf.decode(t, lc.data());
+    float scale = 0;
+    for (float v : lb) scale = std::max(scale, std::fabs(v));
+    EXPECT_LE(testing_util::max_abs_diff(la, lb), 1e-5f * scale) << "at position " << a.position() - 1;
+    moved = std::max(moved, testing_util::max_abs_diff(lb, lc) / scale);
+  }
+  EXPECT_GT(moved, 1e-3f) << "the scaling changes nothing at these positions: the comparison cannot fail";
+}
+
+// Export writes the divisors llama.cpp's converter would (llama3_divisors above), and import
+// reads the parameters back from them.
+TEST(ConvertGguf, Llama3ScalingExportsAsDivisors) {
+  TempDir dir;
+  HfModel m = make_dense_or_moe({.type = "llama"});
+  const Json scaling = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 64.0}, {"high_freq_factor", 1024.0},
+                        {"original_max_position_embeddings", 8192}};
+  m.config["rope_scaling"] = scaling;
+  std::filesystem::create_directories(dir / "hf");
+  m.write(dir / "hf", 1, tokenizer_json());
+  convert_hf_checkpoint(dir / "hf", dir / "a", {});
+  EXPECT_EQ(export_gguf(dir / "a", dir / "a.gguf"), "llama");
+  const GgufModel g(dir / "a.gguf");
+  const GgufTensor* t = g.file().find("rope_freqs.weight");
+  ASSERT_NE(t, nullptr);
+  ASSERT_EQ(t->type, GgmlType::F32);
+  const std::vector<float> want = llama3_divisors(500.0, kHeadDim, 8, 64, 1024, 8192);
+  ASSERT_EQ(t->ne, std::vector<int64_t>{int64_t(want.size())});
+  for (size_t i = 0; i < want.size(); ++i) {
+    float got;
+    std::memcpy(&got, t->data + 4 * i, 4);
+    EXPECT_NEAR(got, want[i], 1e-6f * want[i]) << "divisor " << i;
+  }
+  EXPECT_EQ(g.hf_config()["rope_scaling"], scaling);
+  EXPECT_TRUE(g.unused(build_weight_map(g.config())).empty());
 }
 
 // ---- Model directory -> GGUF -> model directory ---------------------------------------------------

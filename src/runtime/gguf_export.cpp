@@ -14,6 +14,7 @@
 #include "io/gguf.h"
 #include "io/gguf_blocks.h"
 #include "io/model_dir.h"
+#include "kernels/ops.h"
 #include "runtime/gguf_import.h"
 #include "text/pretokenize.h"
 
@@ -71,6 +72,15 @@ std::string deepseek2_unexpressible(const ModelConfig& c) {
   return out;
 }
 
+// Layer i's RoPE is layer 0's (GGUF's rope keys and rope_freqs.weight are one per model).
+bool same_rope_as_layer_0(const ModelConfig& c, int i) {
+  const auto& a = c.mixer(0).rope;
+  const auto& b = c.mixer(i).rope;
+  return a && b && a->theta == b->theta && a->rotary_dim == b->rotary_dim && a->llama3_factor == b->llama3_factor &&
+         a->llama3_low_freq == b->llama3_low_freq && a->llama3_high_freq == b->llama3_high_freq &&
+         a->llama3_original_context == b->llama3_original_context;
+}
+
 // What in `c` GGUF cannot say, as a list of mechanisms ("" when everything is expressible).
 std::string unexpressible(const ModelConfig& c, bool gemma) {
   std::set<std::string> why;
@@ -87,7 +97,8 @@ std::string unexpressible(const ModelConfig& c, bool gemma) {
     if (m.output_gate) why.insert("attention output gates");
     if (m.sinks) why.insert("attention sinks");
     if (!gemma && (m.window || m.softcap || m.scale)) why.insert("sliding windows, soft-capping or a custom attention scale outside Gemma");
-    if (m.rope && (m.rope->llama3_factor || m.rope->yarn_factor)) why.insert("Llama-3 or YaRN RoPE scaling");
+    if (m.rope && m.rope->yarn_factor) why.insert("YaRN RoPE scaling outside deepseek2");
+    if (m.rope && m.rope->llama3_factor && !same_rope_as_layer_0(c, i)) why.insert("Llama-3 RoPE scaling that differs between layers");
     if (m.o_bias && !m.qkv_bias) why.insert("an output bias without q/k/v biases");
     if (f.activation == Activation::relu2) why.insert("ReLU^2 FFNs");
     if (f.activation == Activation::swiglu_oai) why.insert("the clamped SwiGLU of gpt-oss");
@@ -377,6 +388,24 @@ std::optional<TensorPlan> plan_tensor(const ModelFiles& files, const TensorInfo&
   return p;
 }
 
+// Llama 3's RoPE scaling as llama.cpp reads it: rope_freqs.weight, each frequency's divisor
+// f_i / f'_i (the inverse of gguf_import.cpp's llama3_rope_scaling), which only its llama
+// architecture applies.
+void add_llama3_divisors(GgufWriter& w, const ModelConfig& c, const Arch& arch, const std::string& dir) {
+  if (arch.name != "llama")
+    throw IoError(dir + ": cannot export to GGUF: Llama-3 RoPE scaling is applied by llama.cpp's llama architecture only, "
+                  "and this model maps to " + arch.name);
+  const Rope& r = *c.mixer(0).rope;
+  const int dim = r.rotary_dim ? r.rotary_dim : c.mixer(0).head_dim;
+  const std::vector<float> plain = kernels::rope_inv_freq(dim, r.theta),
+                           scaled = kernels::rope_inv_freq(dim, r.theta, {r.llama3_factor, r.llama3_low_freq,
+                                                                            r.llama3_high_freq, r.llama3_original_context});
+  auto divisors = std::make_shared<std::vector<float>>(plain.size());
+  for (size_t i = 0; i < plain.size(); ++i) (*divisors)[i] = float(double(plain[i]) / double(scaled[i]));
+  w.add_tensor("rope_freqs.weight", GgmlType::F32, {int64_t(divisors->size())},
+               [divisors](const ByteSink& sink) { sink(divisors->data(), divisors->size() * sizeof(float)); });
+}
+
 }  // namespace
 
 std::string export_gguf(const std::string& model_dir, const std::string& path, const GgufExportOptions& o) {
@@ -388,6 +417,7 @@ std::string export_gguf(const std::string& model_dir, const std::string& path, c
   GgufWriter w;
   metadata(w, c, arch);
   tokenizer_metadata(w, files);
+  if (c.mixer(0).rope && c.mixer(0).rope->llama3_factor) add_llama3_divisors(w, c, arch, model_dir);
   for (const TensorInfo& t : files.weight_map().tensors) {
     std::string name = gguf_tensor_name(t.name, arch.gemma);
     if (name.empty()) throw IoError(model_dir + ": tensor " + t.name + " has no GGUF name");

@@ -3,11 +3,14 @@
 #include "runtime/gguf_import.h"
 
 #include <algorithm>
+#include <cmath>
 #include <initializer_list>
 #include <unordered_set>
 
 #include "config/hf_config.h"
 #include "config/weight_slots.h"
+#include "io/gguf_blocks.h"
+#include "kernels/ops.h"
 #include "text/pretokenize.h"
 #include "text/sentencepiece.h"
 
@@ -92,6 +95,61 @@ std::string known_pres() {
   return s;
 }
 
+// Llama 3's RoPE scaling as llama.cpp writes it: not its parameters but the divisor of every
+// frequency, rope_freqs.weight[i] = f_i / f'_i (convert_hf_to_gguf.py, from transformers'
+// llama3 rule). The divisor is 1 where the wavelength 2 pi / f_i is below L / high, `factor`
+// above L / low, and between them 1 / ((1 - s_i) / factor + s_i) with
+// s_i = (L / wavelength_i - low) / (high - low): linear in 1 / wavelength_i, with only
+// L / (high - low) and low / (high - low) to find. So `factor` is the largest divisor, two
+// divisors in between give the line, and L = 8192 (every Llama 3.x) gives low and high, which
+// are rounded to integers when within 1e-4 of one (Llama's 1 and 4). Every divisor is then
+// recomputed through the engine's own rule (kernels::rope_inv_freq) and must agree to 1e-5.
+// The parameters as transformers' rope_scaling, or null when every divisor is 1.
+Json llama3_rope_scaling(const GgufTensor& t, double theta, int64_t rotary_dim, const std::string& path) {
+  const std::string what = path + ": tensor rope_freqs.weight";
+  if (rotary_dim < 2 || rotary_dim % 2 || rotary_dim > (1 << 16) || t.ne.size() != 1 || t.ne[0] != rotary_dim / 2)
+    throw IoError(what + " has shape " + shape_text(t.shape()) + ", expected [" + std::to_string(rotary_dim / 2) +
+                  "] (half the rotary dimension)");
+  const int64_t n = rotary_dim / 2;
+  std::vector<float> divisor(static_cast<size_t>(n));
+  gguf_blocks::dequantize_row(t.type, t.data, n, divisor.data());
+  double factor = 1;
+  for (float d : divisor) {
+    if (!(d >= 1.0f - 1e-6f && d < 1e6f)) throw IoError(what + ": divisor " + std::to_string(d) + " (expected >= 1)");
+    factor = std::max(factor, double(d));
+  }
+  if (factor < 1 + 1e-6) return nullptr;
+  constexpr double kPi = 3.14159265358979323846, kContext = 8192;
+  std::vector<std::pair<double, double>> line;  // (1 / wavelength, s)
+  for (int64_t i = 0; i < n; ++i) {
+    const double d = divisor[size_t(i)];
+    if (d < 1 + 1e-5 || d > factor * (1 - 1e-5)) continue;
+    const double inv_wavelength = std::pow(theta, -2.0 * double(i) / double(rotary_dim)) / (2 * kPi);
+    line.emplace_back(inv_wavelength, (1 / d - 1 / factor) / (1 - 1 / factor));
+  }
+  if (line.size() < 2)
+    throw IoError(what + ": " + std::to_string(line.size()) + " divisors between 1 and " + std::to_string(factor) +
+                  "; Llama-3 scaling is read from at least two");
+  const auto [x0, s0] = line.front();
+  const auto [x1, s1] = line.back();
+  const double slope = (s1 - s0) / (x1 - x0), intercept = s0 - slope * x0;  // s = slope / wavelength + intercept
+  auto tidy = [](double v) { return std::fabs(v - std::round(v)) < 1e-4 ? std::round(v) : v; };
+  const double width = kContext / slope, low = tidy(-intercept * width), high = tidy(low + width);
+  kernels::RopeScaling scaling{factor, low, high, int(kContext)};
+  if (!(low > 0 && high > low)) throw IoError(what + ": the divisors are not Llama-3's curve");
+  const std::vector<float> plain = kernels::rope_inv_freq(int(rotary_dim), theta);
+  const std::vector<float> scaled = kernels::rope_inv_freq(int(rotary_dim), theta, scaling);
+  for (int64_t i = 0; i < n; ++i) {
+    const double want = divisor[size_t(i)], got = double(plain[size_t(i)]) / double(scaled[size_t(i)]);
+    if (std::fabs(got - want) > 1e-5 * want)
+      throw IoError(what + ": divisor " + std::to_string(i) + " is " + std::to_string(want) + ", Llama-3 scaling (factor " +
+                    std::to_string(factor) + ", low " + std::to_string(low) + ", high " + std::to_string(high) +
+                    ") gives " + std::to_string(got) + ": not Llama-3's curve");
+  }
+  return {{"rope_type", "llama3"}, {"factor", factor}, {"low_freq_factor", low}, {"high_freq_factor", high},
+          {"original_max_position_embeddings", int64_t(kContext)}};
+}
+
 // deepseek2's metadata as the deepseek_v2 config.json keys config/hf_config maps: MLA's widths
 // (key_length_mla / value_length_mla in files with split k_b / v_b, else key_length and
 // value_length), the leading dense layers, shared experts, the routing (gating function 1 =
@@ -169,9 +227,6 @@ GgufModel::GgufModel(const std::string& path) : file_(path) {
   const std::string a = arch_ + ".";
   const GgufTensor* embed = file_.find("token_embd.weight");
   if (!embed || embed->ne.size() != 2) throw IoError(path + ": no 2-D tensor token_embd.weight (the token embedding)");
-  if (file_.find("rope_freqs.weight"))
-    throw IoError(path + ": tensor rope_freqs.weight (per-frequency RoPE factors, as llama.cpp writes Llama-3 scaling) "
-                  "is not supported yet");
   hf_ = {{"model_type", it->second},
          {"hidden_size", file_.integer(a + "embedding_length")},
          {"num_hidden_layers", file_.integer(a + "block_count")},
@@ -212,9 +267,18 @@ GgufModel::GgufModel(const std::string& path) : file_(path) {
       throw IoError(path + ": metadata " + a + "rope.scaling.type \"" + type->s + "\": supported are none and linear");
     }
   }
-  if (auto dims = file_.integer_or_none(a + "rope.dimension_count"); dims && arch_ != "deepseek2") {
-    const int64_t head = hf_.contains("head_dim") ? hf_["head_dim"].get<int64_t>()
-                                                  : hf_["hidden_size"].get<int64_t>() / std::max<int64_t>(1, hf_["num_attention_heads"].get<int64_t>());
+  const int64_t head = hf_.contains("head_dim") ? hf_["head_dim"].get<int64_t>()
+                                                : hf_["hidden_size"].get<int64_t>() / std::max<int64_t>(1, hf_["num_attention_heads"].get<int64_t>());
+  const std::optional<int64_t> rope_dims = file_.integer_or_none(a + "rope.dimension_count");
+  if (const GgufTensor* divisors = file_.find("rope_freqs.weight")) {
+    if (hf_.contains("rope_scaling"))
+      throw IoError(path + ": both rope.scaling.type and rope_freqs.weight (per-frequency RoPE divisors) are given");
+    const double theta = hf_.contains("rope_theta") ? hf_["rope_theta"].get<double>() : 10000.0;
+    if (!(theta > 1 && theta < 1e12)) throw IoError(path + ": metadata " + a + "rope.freq_base: expected a number above 1");
+    Json scaling = llama3_rope_scaling(*divisors, theta, rope_dims.value_or(head), path);
+    if (!scaling.is_null()) hf_["rope_scaling"] = scaling;
+  }
+  if (const auto dims = rope_dims; dims && arch_ != "deepseek2") {
     if (*dims != head && head > 0) hf_["partial_rotary_factor"] = double(*dims) / double(head);
   }
   config_ = import_hf_config(hf_, path);
@@ -320,7 +384,7 @@ std::vector<std::string> GgufModel::unused(const WeightMap& map) const {
     for (const ElementRun& r : runs(t)) read.insert(r.gguf);
   std::vector<std::string> out;
   for (const GgufTensor& t : file_.tensors())
-    if (!read.count(&t)) out.push_back(t.name);
+    if (!read.count(&t) && t.name != "rope_freqs.weight") out.push_back(t.name);  // that one is read into the config
   return out;
 }
 
