@@ -6,7 +6,7 @@
 # and the C API's libwren.so with its example),
 # then the explorer page in headless Chromium (scripts/test-browser) and the server driven by
 # the openai npm client (scripts/test-serve). Before the browser step, the libFuzzer targets
-# (tests/fuzz/, eight of them) run for 15 s each (scripts/test-fuzz; `make fuzz FUZZ_SECONDS=N` runs them
+# (tests/fuzz/, ten of them) run for 15 s each (scripts/test-fuzz; `make fuzz FUZZ_SECONDS=N` runs them
 # longer). Each installs its Debian packages first (scripts/bootstrap; the aarch64, fuzz,
 # browser and serve steps install their own).
 BUILD ?= build
