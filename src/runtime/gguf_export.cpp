@@ -397,11 +397,8 @@ void add_llama3_divisors(GgufWriter& w, const ModelConfig& c, const Arch& arch, 
                   "and this model maps to " + arch.name);
   const Rope& r = *c.mixer(0).rope;
   const int dim = r.rotary_dim ? r.rotary_dim : c.mixer(0).head_dim;
-  const std::vector<float> plain = kernels::rope_inv_freq(dim, r.theta),
-                           scaled = kernels::rope_inv_freq(dim, r.theta, {r.llama3_factor, r.llama3_low_freq,
-                                                                            r.llama3_high_freq, r.llama3_original_context});
-  auto divisors = std::make_shared<std::vector<float>>(plain.size());
-  for (size_t i = 0; i < plain.size(); ++i) (*divisors)[i] = float(double(plain[i]) / double(scaled[i]));
+  auto divisors = std::make_shared<std::vector<float>>(llama3_divisors(
+      dim, r.theta, {r.llama3_factor, r.llama3_low_freq, r.llama3_high_freq, r.llama3_original_context}));
   w.add_tensor("rope_freqs.weight", GgmlType::F32, {int64_t(divisors->size())},
                [divisors](const ByteSink& sink) { sink(divisors->data(), divisors->size() * sizeof(float)); });
 }

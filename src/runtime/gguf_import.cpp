@@ -137,10 +137,9 @@ Json llama3_rope_scaling(const GgufTensor& t, double theta, int64_t rotary_dim, 
   const double width = kContext / slope, low = tidy(-intercept * width), high = tidy(low + width);
   kernels::RopeScaling scaling{factor, low, high, int(kContext)};
   if (!(low > 0 && high > low)) throw IoError(what + ": the divisors are not Llama-3's curve");
-  const std::vector<float> plain = kernels::rope_inv_freq(int(rotary_dim), theta);
-  const std::vector<float> scaled = kernels::rope_inv_freq(int(rotary_dim), theta, scaling);
+  const std::vector<float> expected = llama3_divisors(int(rotary_dim), theta, scaling);
   for (int64_t i = 0; i < n; ++i) {
-    const double want = divisor[size_t(i)], got = double(plain[size_t(i)]) / double(scaled[size_t(i)]);
+    const double want = divisor[size_t(i)], got = expected[size_t(i)];
     if (std::fabs(got - want) > 1e-5 * want)
       throw IoError(what + ": divisor " + std::to_string(i) + " is " + std::to_string(want) + ", Llama-3 scaling (factor " +
                     std::to_string(factor) + ", low " + std::to_string(low) + ", high " + std::to_string(high) +
@@ -202,6 +201,13 @@ void deepseek2_config(const GgufFile& f, Json& hf) {
 }
 
 }  // namespace
+
+std::vector<float> llama3_divisors(int rotary_dim, double theta, const kernels::RopeScaling& scaling) {
+  const std::vector<float> plain = kernels::rope_inv_freq(rotary_dim, theta), scaled = kernels::rope_inv_freq(rotary_dim, theta, scaling);
+  std::vector<float> d(plain.size());
+  for (size_t i = 0; i < d.size(); ++i) d[i] = float(double(plain[i]) / double(scaled[i]));
+  return d;
+}
 
 std::string gguf_tensor_name(const std::string& wren_name, bool gemma) {
   (void)gemma;

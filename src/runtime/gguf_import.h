@@ -22,6 +22,7 @@
 #include "config/weight_map.h"
 #include "io/gguf.h"
 #include "io/hf_checkpoint.h"
+#include "kernels/ops.h"
 
 namespace wren {
 
@@ -62,5 +63,10 @@ class GgufModel {
 // The GGUF name of a weight-map tensor ("layers.3.attn.wq" -> "blk.3.attn_q.weight"), or ""
 // when llama.cpp has none. Shared by import and export.
 std::string gguf_tensor_name(const std::string& wren_name, bool gemma);
+
+// llama.cpp's rope_freqs.weight for a Llama-3 scaling: each frequency's divisor f_i / f'_i,
+// through the engine's own rule (kernels::rope_inv_freq). Export writes it; import checks a
+// file's divisors against it.
+std::vector<float> llama3_divisors(int rotary_dim, double theta, const kernels::RopeScaling& scaling);
 
 }  // namespace wren
