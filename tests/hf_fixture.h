@@ -97,10 +97,12 @@ inline void rmsnorm(float* x, int64_t n, const float* w, double eps, float offse
   for (int64_t i = 0; i < n; ++i) x[i] = float(x[i] * inv * (offset + w[i]));
 }
 
-// rotate_half (Llama, Qwen, Gemma, OLMoE): pairs (i, i + d/2) rotate by pos * theta^(-2i/d).
-inline void rope_half(float* x, int d, int64_t pos, double theta) {
+// rotate_half (Llama, Qwen, Gemma, OLMoE): pairs (i, i + d/2) rotate by pos * theta^(-2i/d);
+// LongRoPE (Phi-3) divides frequency i by factor[i] and scales cos and sin by `magnitude`.
+inline void rope_half(float* x, int d, int64_t pos, double theta, const double* factor = nullptr, double magnitude = 1.0) {
   for (int i = 0; i < d / 2; ++i) {
-    const double a = double(pos) * std::pow(theta, -2.0 * i / d), c = std::cos(a), s = std::sin(a);
+    const double a = double(pos) * std::pow(theta, -2.0 * i / d) / (factor ? factor[i] : 1.0);
+    const double c = std::cos(a) * magnitude, s = std::sin(a) * magnitude;
     const double x1 = x[i], x2 = x[i + d / 2];
     x[i] = float(x1 * c - x2 * s), x[i + d / 2] = float(x2 * c + x1 * s);
   }
@@ -222,6 +224,31 @@ inline HfModel make_dense_or_moe(const Layout& l) {
   return m;
 }
 
+// Phi-3 as Phi-4-mini has it: fused qkv_proj and gate_up_proj (gate rows first), 3/4 of each
+// head rotated, LongRoPE (short factors while the sequence is within
+// original_max_position_embeddings = 4, long ones past it; the factors are float values, as a
+// GGUF stores them) and a sliding window of 5.
+inline HfModel make_phi3() {
+  HfModel m = make_dense_or_moe({.type = "phi3", .fused_qkv = true});
+  for (int i = 0; i < kLayers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".mlp.";
+    std::vector<float> fused = m.at(p + "gate_proj.weight");
+    const std::vector<float>& up = m.at(p + "up_proj.weight");
+    fused.insert(fused.end(), up.begin(), up.end());
+    m.set(p + "gate_up_proj.weight", {2 * kInter, kD}, std::move(fused));
+    m.tensors.erase(p + "gate_proj.weight"), m.tensors.erase(p + "up_proj.weight");
+  }
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> shorter(1.0f, 2.0f), longer(2.0f, 40.0f);
+  Json short_factor = Json::array(), long_factor = Json::array();
+  for (int i = 0; i < kHeadDim * 3 / 8; ++i) short_factor.push_back(shorter(rng)), long_factor.push_back(longer(rng));
+  m.config["partial_rotary_factor"] = 0.75;
+  m.config["original_max_position_embeddings"] = 4;
+  m.config["sliding_window"] = 5;
+  m.config["rope_scaling"] = {{"type", "longrope"}, {"short_factor", short_factor}, {"long_factor", long_factor}};
+  return m;
+}
+
 // DeepSeek-V2 with a query LoRA, MLA, one dense layer, then routed + shared experts.
 constexpr int kLora = 24, kQLora = 32, kNope = 16, kRope = 8, kV = 16;
 inline HfModel make_deepseek() {
@@ -322,10 +349,11 @@ class HfOracle {
       for (int hd = 0; hd < kHeads; ++hd) norm(qv.data() + hd * kHeadDim, kHeadDim, p + "q_norm.weight");
       for (int hd = 0; hd < kKvHeads; ++hd) norm(kvec.data() + hd * kHeadDim, kHeadDim, p + "k_norm.weight");
     }
-    const bool sliding = (type_ == "gemma2" && i % 2 == 0) || (type_ == "gemma3_text" && (i + 1) % 2 != 0);
+    const bool sliding = (type_ == "gemma2" && i % 2 == 0) || (type_ == "gemma3_text" && (i + 1) % 2 != 0) ||
+                         (type_ == "phi3" && c_.contains("sliding_window"));
     const double theta = type_ == "gemma3_text" && sliding ? 100.0 : c_["rope_theta"].get<double>();
-    for (int hd = 0; hd < kHeads; ++hd) rope_half(qv.data() + hd * kHeadDim, kHeadDim, pos_, theta);
-    for (int hd = 0; hd < kKvHeads; ++hd) rope_half(kvec.data() + hd * kHeadDim, kHeadDim, pos_, theta);
+    for (int hd = 0; hd < kHeads; ++hd) rotate(qv.data() + hd * kHeadDim, theta);
+    for (int hd = 0; hd < kKvHeads; ++hd) rotate(kvec.data() + hd * kHeadDim, theta);
     keys_[i].push_back(kvec), values_[i].push_back(vv);
     const double scale = 1.0 / std::sqrt(c_.value("query_pre_attn_scalar", double(kHeadDim)));
     const int window = sliding ? c_["sliding_window"].get<int>() : 1 << 30;
@@ -346,6 +374,19 @@ class HfOracle {
       mix(s, values_[i], g * kHeadDim, kHeadDim, o.data() + hd * kHeadDim);
     }
     return proj(p + "o_proj", kD, q, o);
+  }
+
+  // The first partial_rotary_factor x head_dim values rotate. LongRoPE as transformers'
+  // _compute_longrope_parameters and its dynamic update: the long factors once the sequence
+  // (pos + 1) is longer than original_max_position_embeddings L, and cos and sin scaled by
+  // sqrt(1 + ln s / ln L), s = max_position_embeddings / L.
+  void rotate(float* x, double theta) const {
+    const int r = int(std::lround(c_.value("partial_rotary_factor", 1.0) * kHeadDim));
+    if (!c_.contains("rope_scaling") || c_["rope_scaling"].value("type", "") != "longrope") return rope_half(x, r, pos_, theta);
+    const Json& sc = c_["rope_scaling"];
+    const double L = c_["original_max_position_embeddings"].get<double>(), s = c_["max_position_embeddings"].get<double>() / L;
+    const std::vector<double> factor = sc[pos_ + 1 > L ? "long_factor" : "short_factor"].get<std::vector<double>>();
+    rope_half(x, r, pos_, theta, factor.data(), s > 1 ? std::sqrt(1 + std::log(s) / std::log(L)) : 1.0);
   }
 
   // softmax(s) . V (columns [off, off + n) of each cached value).
@@ -410,7 +451,10 @@ class HfOracle {
 
   Vec ffn(int i, const std::string& p, const Vec& x) {
     const std::string q = p + (type_ == "mixtral" ? "block_sparse_moe." : "mlp.");
-    if (!m_.has(q + "gate.weight")) return named_mlp(q, m_.config.value("intermediate_size", kInter), x);
+    const int hidden = m_.config.value("intermediate_size", kInter);
+    if (m_.has(q + "gate_up_proj.weight"))
+      return mlp(m_.at(q + "gate_up_proj.weight"), m_.at(q + "gate_up_proj.weight"), m_.at(q + "down_proj.weight"), hidden, x, 0, hidden);
+    if (!m_.has(q + "gate.weight")) return named_mlp(q, hidden, x);
     Vec logits = matvec(m_.at(q + "gate.weight"), kExperts, kD, x.data());
     double mx = -INFINITY, sum = 0;
     for (float l : logits) mx = std::max<double>(mx, l);

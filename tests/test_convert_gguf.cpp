@@ -233,17 +233,23 @@ TEST(GgufReader, RejectsTruncatedAndDamagedFiles) {
 
 
 
+// The fixture's shape (hf_fixture.h) as `arch`'s metadata.
+void set_fixture_shape(GgufWriter& w, const std::string& arch) {
+  const std::string a = arch + ".";
+  w.set_string("general.architecture", arch);
+  w.set_u32(a + "context_length", 64), w.set_u32(a + "embedding_length", kD), w.set_u32(a + "block_count", kLayers);
+  w.set_u32(a + "feed_forward_length", kInter), w.set_u32(a + "attention.head_count", kHeads);
+  w.set_u32(a + "attention.head_count_kv", kKvHeads), w.set_u32(a + "attention.key_length", kHeadDim);
+  w.set_f32(a + "attention.layer_norm_rms_epsilon", 1e-5f), w.set_f32(a + "rope.freq_base", 500.0f);
+}
+
 // The HF model written as llama.cpp's converter would: names, q / k rows permuted for
 // interleaved RoPE (reshape(heads, 2, d/2, in).swapaxes(1, 2)), each matrix in its own type.
 void write_llama_gguf(HfModel& m, const std::string& path, const std::map<std::string, GgmlType>& types,
                       const std::string& tokenizer_model = "gpt2", const std::string& pre = "gpt-2",
                       const std::function<void(GgufWriter&)>& more = nullptr) {
   GgufWriter w;
-  w.set_string("general.architecture", "llama");
-  w.set_u32("llama.context_length", 64), w.set_u32("llama.embedding_length", kD), w.set_u32("llama.block_count", kLayers);
-  w.set_u32("llama.feed_forward_length", kInter), w.set_u32("llama.attention.head_count", kHeads);
-  w.set_u32("llama.attention.head_count_kv", kKvHeads), w.set_u32("llama.attention.key_length", kHeadDim);
-  w.set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f), w.set_f32("llama.rope.freq_base", 500.0f);
+  set_fixture_shape(w, "llama");
   set_tokenizer(w, tokenizer_model, pre);
   auto name_of = [](const std::string& hf) -> std::string {
     if (hf == "model.embed_tokens.weight") return "token_embd.weight";
@@ -312,6 +318,75 @@ TEST(ConvertGguf, LlamaOtherQuantTypesMatchHfForward) {
   expect_gguf_matches({{"attn_q.weight", GgmlType::Q3_K}, {"attn_k.weight", GgmlType::Q2_K}, {"attn_v.weight", GgmlType::IQ4_XS},
                        {"ffn_gate.weight", GgmlType::Q3_K}, {"ffn_up.weight", GgmlType::IQ4_XS}, {"ffn_down.weight", GgmlType::Q5_0},
                        {"attn_output.weight", GgmlType::Q5_1}, {"token_embd.weight", GgmlType::Q4_1}, {"output.weight", GgmlType::IQ4_NL}});
+}
+
+// ---- Phi-3: fused tensors and LongRoPE -----------------------------------------------------------
+
+// make_phi3() as llama.cpp's converter writes it (conversion/phi.py): attn_qkv and ffn_up as the
+// fused HF tensors (no row permutation: phi3 rotates halves), the LongRoPE factors as
+// rope_factors_short / rope_factors_long, the original context and attention factor as metadata.
+void write_phi3_gguf(HfModel& m, const std::string& path) {
+  GgufWriter w;
+  set_fixture_shape(w, "phi3");
+  w.set_u32("phi3.rope.dimension_count", kHeadDim * 3 / 4), w.set_u32("phi3.attention.sliding_window", 5);
+  w.set_u32("phi3.rope.scaling.original_context_length", 4);
+  w.set_f32("phi3.rope.scaling.attn_factor", float(std::sqrt(1 + std::log(16.0) / std::log(4.0))));
+  set_tokenizer(w, "gpt2");
+  static const std::map<std::string, std::pair<std::string, GgmlType>> layer = {
+      {"input_layernorm.weight", {"attn_norm.weight", GgmlType::F32}},
+      {"post_attention_layernorm.weight", {"ffn_norm.weight", GgmlType::F32}},
+      {"self_attn.qkv_proj.weight", {"attn_qkv.weight", GgmlType::Q8_0}},
+      {"self_attn.o_proj.weight", {"attn_output.weight", GgmlType::F16}},
+      {"mlp.gate_up_proj.weight", {"ffn_up.weight", GgmlType::Q4_K}},
+      {"mlp.down_proj.weight", {"ffn_down.weight", GgmlType::F16}}};
+  uint32_t seed = 300;
+  for (auto& [hf, t] : m.tensors) {
+    if (hf.find("rotary_emb") != std::string::npos) continue;
+    std::pair<std::string, GgmlType> to = hf == "model.embed_tokens.weight" ? std::pair{"token_embd.weight", GgmlType::F16}
+                                          : hf == "model.norm.weight"       ? std::pair{"output_norm.weight", GgmlType::F32}
+                                          : hf == "lm_head.weight"          ? std::pair{"output.weight", GgmlType::Q8_0}
+                                                                            : std::pair<std::string, GgmlType>{};
+    if (to.first.empty()) {
+      const size_t dot = hf.find('.', 13);
+      const auto& [name, type] = layer.at(hf.substr(dot + 1));
+      to = {"blk." + hf.substr(13, dot - 13) + "." + name, type};
+    }
+    std::vector<float> values = t.values;
+    auto held = std::make_shared<std::vector<uint8_t>>(encode_for_test(to.second, values, t.shape.back(), seed++));
+    t.values = values;  // the oracle sees what the blocks hold
+    w.add_tensor(to.first, to.second, t.shape, [held](const ByteSink& sink) { sink(held->data(), held->size()); });
+  }
+  for (const char* kind : {"short", "long"}) {
+    auto f = std::make_shared<std::vector<float>>();
+    for (double v : m.config["rope_scaling"][std::string(kind) + "_factor"]) f->push_back(float(v));
+    w.add_tensor(std::string("rope_factors_") + kind + ".weight", GgmlType::F32, {int64_t(f->size())},
+                 [f](const ByteSink& sink) { sink(f->data(), f->size() * 4); });
+  }
+  w.write(path);
+}
+
+// Six positions: 0-3 rotate by the short factors, 4-5 by the long ones, 5 sees five keys.
+TEST(ConvertGguf, Phi3FusedTensorsAndLongRopeMatchHfForward) {
+  TempDir dir;
+  HfModel m = make_phi3();
+  write_phi3_gguf(m, dir / "m.gguf");
+  expect_converted_matches(m, dir);
+}
+
+// A factor list of the wrong length, or only one of the two, is an error naming the tensor.
+TEST(ConvertGguf, Phi3LongRopeFactorsAreChecked) {
+  TempDir dir;
+  HfModel m = make_phi3();
+  m.config["rope_scaling"]["long_factor"].erase(0);
+  write_phi3_gguf(m, dir / "m.gguf");
+  ConvertOptions o;
+  o.dtype = kernels::DType::f32;
+  try {
+    convert_gguf_file(dir / "m.gguf", dir / "wren", o);
+    FAIL() << "a short long-factor tensor was accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("rope_factors_long.weight"), std::string::npos) << e.what();
+  }
 }
 
 // ---- Llama 3's RoPE scaling as rope_freqs.weight ----------------------------------------------

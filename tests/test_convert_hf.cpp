@@ -69,6 +69,8 @@ TEST(ConvertHf, Qwen3MoeStackedExpertsMatchHfForward) {
   expect_logits_match(make_dense_or_moe({.type = "qwen3_moe", .moe = true, .stacked_experts = true}), 1);
 }
 TEST(ConvertHf, DeepseekV2MlaMatchesHfForward) { expect_logits_match(make_deepseek(), 2); }
+// Seven positions: 0-3 rotate by the short factors, 4-6 by the long ones, 5 and 6 see five keys.
+TEST(ConvertHf, Phi3LongRopeMatchesHfForward) { expect_logits_match(make_phi3(), 2); }
 
 // q8 and q4 are written in one pass (each block's values and scales together, the values at
 // their offset: SafetensorsWriter::add_pair). Every quantised weight holds exactly what

@@ -66,6 +66,7 @@ TEST(HfConfigTotals, MatchPublishedFigures) {
       {"mistral-7b-v0.1", 7'241'732'096},     // index total_size 14,483,464,192 / 2
       {"qwen2.5-7b", 7'615'616'512},          // index total_size 15,231,233,024 / 2
       {"gemma-3-1b-pt", 999'885'952},         // index total_size 1,999,771,904 / 2
+      {"phi-3.5-mini-instruct", 3'821'079'552},  // index total_size 7,642,159,104 / 2
       // Text model only: index total_size 8,600,158,944 / 2, less the vision tower and projector.
       {"gemma-3-4b-it", 4'300'079'472 - siglip - projector},
       // The Instruct checkpoint holds 81,324,862,720 including its multi-token-prediction
@@ -195,6 +196,32 @@ TEST(HfConfigMapping, OlmoeAndGptOss) {
   EXPECT_TRUE(f.bias && f.router_bias);
   EXPECT_EQ(f.gates, GateNorm::softmax_topk);
   EXPECT_EQ(f.top_k, 4);
+}
+
+// Phi-3.5-mini: the LongRoPE factors as given, switching at the original context 4096, the
+// attention factor sqrt(1 + ln 32 / ln 4096) (s = 131072 / 4096); a window as long as 262144.
+TEST(HfConfigMapping, Phi3LongRope) {
+  const Json j = fixture_json("phi-3.5-mini-instruct");
+  ModelConfig c = import_hf_config(j, "phi.json");
+  const Rope& r = *c.mixer(0).rope;
+  EXPECT_EQ(r.longrope_short, j["rope_scaling"]["short_factor"].get<std::vector<double>>());
+  EXPECT_EQ(r.longrope_long, j["rope_scaling"]["long_factor"].get<std::vector<double>>());
+  EXPECT_EQ(r.longrope_original_context, 4096);
+  EXPECT_NEAR(r.longrope_attention, std::sqrt(1 + std::log(32.0) / std::log(4096.0)), 1e-12);
+  EXPECT_EQ(c.mixer(0).window, 262144);
+  Json given = j;
+  given["rope_scaling"]["attention_factor"] = 1.25;
+  EXPECT_EQ(import_hf_config(given, "phi.json").mixer(0).rope->longrope_attention, 1.25);
+
+  Json shorter = j;
+  shorter["rope_scaling"]["short_factor"].erase(0);
+  EXPECT_NE(import_error(shorter).find("LongRoPE needs 48 short and 48 long factors"), std::string::npos) << import_error(shorter);
+  Json zero = j;
+  zero["rope_scaling"]["long_factor"][3] = 0.0;
+  EXPECT_NE(import_error(zero).find("long_factor[3]"), std::string::npos) << import_error(zero);
+  Json missing = j;
+  missing["rope_scaling"].erase("long_factor");
+  EXPECT_NE(import_error(missing).find("long_factor"), std::string::npos) << import_error(missing);
 }
 
 TEST(HfConfigMapping, Qwen3NextHybrid) {

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <optional>
 
 #include "config/parse.h"
 
@@ -35,8 +36,29 @@ Activation read_activation(JsonReader& r, const std::string& key, const std::str
   r.fail(key, "unsupported activation \"" + a + "\"; expected silu (SwiGLU) or gelu_pytorch_tanh (GeGLU)");
 }
 
+// LongRoPE ("longrope", Phi-3's older "su"), as transformers' _compute_longrope_parameters:
+// with an original_max_position_embeddings (in the scaling or, as Phi-3 has it, beside it) the
+// scale is s = max_position_embeddings / original, else "factor" over the whole context; the
+// attention factor, when not given, is sqrt(1 + ln s / ln original) for s > 1, else 1.
+void read_longrope(JsonReader& s, Rope& rope, int context_length, std::optional<int> original_beside) {
+  rope.longrope_short = s.number_list("short_factor", 1e-6, 1e6);
+  rope.longrope_long = s.number_list("long_factor", 1e-6, 1e6);
+  double scale = 0;
+  if (s.has("original_max_position_embeddings") || original_beside) {
+    rope.longrope_original_context =
+        s.has("original_max_position_embeddings") ? required_int(s, "original_max_position_embeddings") : *original_beside;
+    scale = double(context_length) / rope.longrope_original_context;
+  } else {
+    rope.longrope_original_context = context_length;
+    scale = s.number_or("factor", 1.0, 1e-6, 1e6);
+  }
+  const double fallback =
+      scale <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(scale) / std::log(double(rope.longrope_original_context)));
+  rope.longrope_attention = s.number_or("attention_factor", fallback, 1e-6, 1e6);
+}
+
 // RoPE scaling: "rope_type" (or the older "type") selects the variant; the rest are its parameters.
-void read_rope_scaling(JsonReader s, Rope& rope, int context_length) {
+void read_rope_scaling(JsonReader s, Rope& rope, int context_length, std::optional<int> original_beside) {
   std::string type = s.has("rope_type") ? s.string("rope_type") : s.has("type") ? s.string("type") : "default";
   if (type == "default") return;
   if (type == "llama3") {
@@ -59,9 +81,11 @@ void read_rope_scaling(JsonReader s, Rope& rope, int context_length) {
     rope.yarn_mscale = s.number_or("mscale", 1.0, 0.0, 1e6);
     rope.yarn_mscale_all_dim = s.number_or("mscale_all_dim", 0.0, 0.0, 1e6);
     rope.yarn_truncate = s.boolean_or("truncate", true);
+  } else if (type == "longrope" || type == "su") {
+    read_longrope(s, rope, context_length, original_beside);
   } else {
     s.fail(s.has("rope_type") ? "rope_type" : "type",
-           "unsupported RoPE scaling \"" + type + "\"; supported: default, linear, llama3, yarn");
+           "unsupported RoPE scaling \"" + type + "\"; supported: default, linear, llama3, yarn, longrope");
   }
 }
 
@@ -70,14 +94,16 @@ void read_rope_scaling(JsonReader s, Rope& rope, int context_length) {
 Rope read_rope(JsonReader& r, int span, double theta_default, int context_length) {
   Rope rope;
   double partial = r.number_or("partial_rotary_factor", 1.0, 1e-6, 1.0);
+  std::optional<int> original;  // Phi-3 keeps LongRoPE's original context beside the scaling
+  if (r.has("original_max_position_embeddings")) original = required_int(r, "original_max_position_embeddings");
   if (r.has("rope_parameters")) {
     JsonReader p = r.object("rope_parameters");
     rope.theta = p.number_or("rope_theta", theta_default, 1.0, 1e12);
     partial = p.number_or("partial_rotary_factor", partial, 1e-6, 1.0);
-    read_rope_scaling(p, rope, context_length);
+    read_rope_scaling(p, rope, context_length, original);
   } else {
     rope.theta = r.number_or("rope_theta", theta_default, 1.0, 1e12);
-    if (r.has("rope_scaling")) read_rope_scaling(r.object("rope_scaling"), rope, context_length);
+    if (r.has("rope_scaling")) read_rope_scaling(r.object("rope_scaling"), rope, context_length, original);
   }
   if (partial < 1.0) {
     double dims = partial * span;
@@ -264,6 +290,9 @@ ModelConfig map_dense(JsonReader& r, const DenseFamily& fam) {
 }
 
 ModelConfig map_llama(JsonReader& r) { return map_dense(r, {}); }
+// Phi-3 / Phi-3.5 / Phi-4-mini: Llama's layers with fused qkv_proj and gate_up_proj (the
+// weights, io/hf_checkpoint), a sliding window when the config gives one, LongRoPE.
+ModelConfig map_phi3(JsonReader& r) { return map_dense(r, {.window = DenseFamily::Window::mistral}); }
 ModelConfig map_mistral(JsonReader& r) { return map_dense(r, {.window = DenseFamily::Window::mistral}); }
 ModelConfig map_qwen2(JsonReader& r) { return map_dense(r, {.qkv_bias_always = true, .window = DenseFamily::Window::qwen}); }
 ModelConfig map_qwen3(JsonReader& r) { return map_dense(r, {.qk_norm = true, .window = DenseFamily::Window::qwen}); }
@@ -406,7 +435,10 @@ ModelConfig map_gemma(JsonReader& r, int version) {
   int window = required_int(r, "sliding_window");
   MixerSpec local = global;
   local.window = window;
-  if (version == 3) local.rope = Rope{.theta = r.number_or("rope_local_base_freq", 10000.0, 1.0, 1e12)};  // unscaled
+  if (version == 3) {
+    local.rope = Rope{};  // unscaled
+    local.rope->theta = r.number_or("rope_local_base_freq", 10000.0, 1.0, 1e12);
+  }
   c.mixers.push_back({"global", global});
   c.mixers.push_back({"local", local});
 
@@ -480,7 +512,7 @@ const std::vector<std::pair<std::string, Mapper>>& families() {
       {"qwen2", map_qwen2},         {"qwen3", map_qwen3},             {"qwen3_moe", map_qwen3_moe},
       {"qwen3_next", map_qwen3_next}, {"deepseek_v2", map_deepseek_v2}, {"deepseek_v3", map_deepseek_v3},
       {"gemma2", map_gemma2},       {"gemma3_text", map_gemma3_text}, {"olmoe", map_olmoe},
-      {"gpt_oss", map_gpt_oss},
+      {"gpt_oss", map_gpt_oss},     {"phi3", map_phi3},
   };
   return list;
 }

@@ -114,6 +114,22 @@ std::vector<int> JsonReader::int_list(const std::string& key, int64_t min_value)
   return out;
 }
 
+std::vector<double> JsonReader::number_list(const std::string& key, double min_value, double max_value) {
+  const Json& v = get(key);
+  if (!v.is_array()) fail(key, "expected a list of numbers, got " + json_value_text(v));
+  std::vector<double> out;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const Json& e = v[i];
+    std::string k = key + "[" + std::to_string(i) + "]";
+    if (!e.is_number()) fail(k, "expected a number, got " + json_value_text(e));
+    const double x = e.get<double>();
+    if (!(x >= min_value && x <= max_value))
+      fail(k, "value " + json_value_text(e) + " must be in [" + json_value_text(min_value) + ", " + json_value_text(max_value) + "]");
+    out.push_back(x);
+  }
+  return out;
+}
+
 int JsonReader::choice(const std::string& key, const std::vector<std::string>& allowed) {
   std::string s = string(key);
   for (size_t i = 0; i < allowed.size(); ++i)

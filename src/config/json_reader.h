@@ -37,6 +37,7 @@ class JsonReader {
   std::string string(const std::string& key);
   std::string string_or(const std::string& key, const std::string& fallback);
   std::vector<int> int_list(const std::string& key, int64_t min_value);
+  std::vector<double> number_list(const std::string& key, double min_value, double max_value);
 
   // A string field that must be one of `allowed`; returns its index.
   int choice(const std::string& key, const std::vector<std::string>& allowed);

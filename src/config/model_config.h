@@ -42,6 +42,14 @@ struct Rope {
   double yarn_mscale = 1.0, yarn_mscale_all_dim = 0.0;
   int yarn_original_context = 4096;
   bool yarn_truncate = true;
+  // LongRoPE (Phi-3, Phi-4-mini), as transformers' _compute_longrope_parameters: frequency i is
+  // divided by short[i] at positions below longrope_original_context and by long[i] from there
+  // on (HF picks the factors by the sequence length max(position) + 1, so a cached decode
+  // switches at that position), and cos and sin are scaled by longrope_attention, by default
+  // sqrt(1 + ln s / ln original) with s = context / original. Empty lists mean none.
+  std::vector<double> longrope_short, longrope_long;
+  int longrope_original_context = 0;
+  double longrope_attention = 1.0;
 };
 
 struct MixerSpec {

@@ -47,6 +47,10 @@ Rope parse_rope(JsonReader r) {
   rope.yarn_mscale_all_dim = r.number_or("yarn_mscale_all_dim", 0.0, 0.0, 1e6);
   rope.yarn_original_context = r.integer_or("yarn_original_context", 4096, 1);
   rope.yarn_truncate = r.boolean_or("yarn_truncate", true);
+  if (r.has("longrope_short")) rope.longrope_short = r.number_list("longrope_short", 1e-6, 1e6);
+  if (r.has("longrope_long")) rope.longrope_long = r.number_list("longrope_long", 1e-6, 1e6);
+  rope.longrope_original_context = r.integer_or("longrope_original_context", 0, 0);
+  rope.longrope_attention = r.number_or("longrope_attention", 1.0, 1e-6, 1e6);
   r.finish();
   return rope;
 }
@@ -242,6 +246,18 @@ void validate_model_config(const ModelConfig& c, const std::string& origin) {
       int rd = m.rope->rotary_dim ? m.rope->rotary_dim : span;
       if (rd > span || rd % 2)
         fail(w + ".rope.rotary_dim", "value " + num(rd) + " must be even and <= " + num(span));
+      const Rope& p = *m.rope;
+      if (!p.longrope_short.empty() || !p.longrope_long.empty() || p.longrope_original_context) {
+        if (p.longrope_short.size() != size_t(rd / 2) || p.longrope_long.size() != size_t(rd / 2))
+          fail(w + ".rope.longrope_short", "LongRoPE needs " + num(rd / 2) + " short and " + num(rd / 2) +
+                                               " long factors (one per rotated pair), got " + num(int64_t(p.longrope_short.size())) +
+                                               " and " + num(int64_t(p.longrope_long.size())));
+        if (p.longrope_original_context <= 0)
+          fail(w + ".rope.longrope_original_context", "LongRoPE needs the original context (> 0)");
+        if (m.kind == MixerKind::mla) fail(w + ".rope.longrope_short", "LongRoPE is not defined for MLA's rope part");
+        if (p.llama3_factor || p.yarn_factor || p.linear_factor != 1.0)
+          fail(w + ".rope.longrope_short", "LongRoPE does not combine with Llama-3, YaRN or linear scaling");
+      }
       if (m.kind == MixerKind::relu2_attention || m.kind == MixerKind::sparse_reuse || m.kind == MixerKind::gdn ||
           m.kind == MixerKind::gdn2)
         fail(w + ".rope", std::string(to_string(m.kind)) + " encodes no position; remove \"rope\"");
@@ -383,6 +399,12 @@ Json to_json(const ModelConfig& c) {
                    {"yarn_mscale", m.rope->yarn_mscale}, {"yarn_mscale_all_dim", m.rope->yarn_mscale_all_dim},
                    {"yarn_original_context", m.rope->yarn_original_context},
                    {"yarn_truncate", m.rope->yarn_truncate}};
+    if (m.rope && !m.rope->longrope_short.empty()) {
+      x["rope"]["longrope_short"] = m.rope->longrope_short;
+      x["rope"]["longrope_long"] = m.rope->longrope_long;
+      x["rope"]["longrope_original_context"] = m.rope->longrope_original_context;
+      x["rope"]["longrope_attention"] = m.rope->longrope_attention;
+    }
     mixers[name] = x;
   }
   j["mixers"] = mixers;

@@ -147,7 +147,7 @@ void qk_normalise(const Vec& gain, QkNorm mode, int heads, int head_dim, const M
 void rotate(const AttentionWeights& w, const MixerSpec& m, int heads, int64_t pos, float* x) {
   if (!m.rope) return;
   const int rotary = m.rope->rotary_dim ? m.rope->rotary_dim : m.head_dim;
-  kernels::rope(x, heads, m.head_dim, rotary, w.rope.inv_freq.data(), pos);
+  kernels::rope(x, heads, m.head_dim, rotary, w.rope.freq_at(pos), pos);
   if (w.rope.magnitude != 1.0f)
     for (int h = 0; h < heads; ++h)
       for (int i = 0; i < rotary; ++i) x[h * m.head_dim + i] *= w.rope.magnitude;

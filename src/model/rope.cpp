@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 #include "kernels/ops.h"
 #include "model/mla.h"
@@ -37,6 +39,19 @@ RopeTable rope_table(const Rope& r, int rotary_dim) {
     t.magnitude = float(yarn_mscale(s, r.yarn_mscale) / yarn_mscale(s, r.yarn_mscale_all_dim));
     const double all = yarn_mscale(s, r.yarn_mscale_all_dim);
     t.score_scale = float(all * all);
+  }
+  if (!r.longrope_short.empty()) {
+    // f'_i = theta^(-2i/D) / factor_i, short factors below the original context, long from it on.
+    if (r.longrope_short.size() != t.inv_freq.size() || r.longrope_long.size() != t.inv_freq.size())
+      throw std::runtime_error("rope: LongRoPE needs " + std::to_string(t.inv_freq.size()) + " short and long factors");
+    const std::vector<float> plain = t.inv_freq;
+    t.inv_freq_long.resize(plain.size());
+    for (size_t i = 0; i < plain.size(); ++i) {
+      t.inv_freq[i] = float(double(plain[i]) / r.longrope_short[i]);
+      t.inv_freq_long[i] = float(double(plain[i]) / r.longrope_long[i]);
+    }
+    t.long_from = r.longrope_original_context;
+    t.magnitude = float(r.longrope_attention);
   }
   return t;
 }

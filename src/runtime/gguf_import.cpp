@@ -25,6 +25,7 @@ const std::vector<std::pair<std::string, std::string>>& architectures() {
   static const std::vector<std::pair<std::string, std::string>> list = {
       {"llama", "llama"}, {"qwen2", "qwen2"}, {"qwen3", "qwen3"}, {"qwen3moe", "qwen3_moe"},
       {"olmoe", "olmoe"}, {"gemma2", "gemma2"}, {"gemma3", "gemma3_text"}, {"deepseek2", "deepseek_v2"},
+      {"phi3", "phi3"},
   };
   return list;
 }
@@ -200,6 +201,30 @@ void deepseek2_config(const GgufFile& f, Json& hf) {
   }
 }
 
+// Phi-3's LongRoPE as llama.cpp's converter writes it: the factors as the tensors
+// rope_factors_short / rope_factors_long (half the rotary dimension each), the original context
+// and the attention factor as metadata; as the config.json keys config/hf_config maps (which
+// checks every factor).
+void phi3_longrope(const GgufFile& f, int64_t rotary_dim, Json& hf) {
+  const GgufTensor* shorter = f.find("rope_factors_short.weight");
+  const GgufTensor* longer = f.find("rope_factors_long.weight");
+  if (!shorter && !longer) return;
+  if (!shorter || !longer)
+    throw IoError(f.path() + ": LongRoPE needs both rope_factors_short.weight and rope_factors_long.weight");
+  auto factors = [&](const GgufTensor& t) {
+    if (rotary_dim < 2 || rotary_dim % 2 || rotary_dim > (1 << 16) || t.ne.size() != 1 || t.ne[0] != rotary_dim / 2)
+      throw IoError(f.path() + ": tensor " + t.name + " has shape " + shape_text(t.shape()) + ", expected [" +
+                    num(rotary_dim / 2) + "] (half the rotary dimension)");
+    std::vector<float> v(static_cast<size_t>(rotary_dim / 2));
+    gguf_blocks::dequantize_row(t.type, t.data, int64_t(v.size()), v.data());
+    return Json(std::vector<double>(v.begin(), v.end()));
+  };
+  Json scaling = {{"rope_type", "longrope"}, {"short_factor", factors(*shorter)}, {"long_factor", factors(*longer)}};
+  if (auto a = f.number_or_none("phi3.rope.scaling.attn_factor")) scaling["attention_factor"] = *a;
+  if (auto o = f.integer_or_none("phi3.rope.scaling.original_context_length")) hf["original_max_position_embeddings"] = *o;
+  hf["rope_scaling"] = scaling;
+}
+
 }  // namespace
 
 std::vector<float> llama3_divisors(int rotary_dim, double theta, const kernels::RopeScaling& scaling) {
@@ -284,6 +309,7 @@ GgufModel::GgufModel(const std::string& path) : file_(path) {
     Json scaling = llama3_rope_scaling(*divisors, theta, rope_dims.value_or(head), path);
     if (!scaling.is_null()) hf_["rope_scaling"] = scaling;
   }
+  if (arch_ == "phi3") phi3_longrope(file_, rope_dims.value_or(head), hf_);
   if (const auto dims = rope_dims; dims && arch_ != "deepseek2") {
     if (*dims != head && head > 0) hf_["partial_rotary_factor"] = double(*dims) / double(head);
   }
@@ -368,6 +394,27 @@ std::vector<ElementRun> GgufModel::mla_runs(const std::string& rel, const std::s
   return out;
 }
 
+// Phi-3's fused tensors, read where the split ones are absent: attn_qkv holds the rows of q,
+// then k, then v; ffn_up the gate rows, then the up rows (llama.cpp's SwiGLU of one tensor
+// takes silu of its first half times its second).
+std::optional<std::vector<ElementRun>> GgufModel::fused_runs(int layer, const std::string& rel, const std::string& name,
+                                                             const TensorInfo& t) const {
+  if (layer < 0) return std::nullopt;
+  const std::string blk = "blk." + num(layer) + ".";
+  if ((rel == "attn.wq" || rel == "attn.wk" || rel == "attn.wv") && !file_.find(name) && file_.find(blk + "attn_qkv.weight")) {
+    const MixerSpec& m = config_.mixer(layer);
+    const int64_t q = int64_t(m.n_heads) * m.head_dim, kv = int64_t(m.n_kv_heads) * m.head_dim;
+    const GgufTensor& g = source(blk + "attn_qkv.weight", {q + 2 * kv, config_.d_model});
+    return std::vector<ElementRun>{rows(g, rel == "attn.wq" ? 0 : rel == "attn.wk" ? q : q + kv, t.shape[0])};
+  }
+  if ((rel == "ffn.w_gate" || rel == "ffn.w_up") && !file_.find(blk + "ffn_gate.weight") && file_.find(blk + "ffn_up.weight")) {
+    const int64_t hidden = t.shape[0];
+    const GgufTensor& g = source(blk + "ffn_up.weight", {2 * hidden, t.shape[1]});
+    return std::vector<ElementRun>{rows(g, rel == "ffn.w_gate" ? 0 : hidden, hidden)};
+  }
+  return std::nullopt;
+}
+
 std::vector<ElementRun> GgufModel::runs(const TensorInfo& t) const {
   const std::string name = gguf_name(t);
   auto [layer, rel] = slots::split_name(t.name);
@@ -379,6 +426,7 @@ std::vector<ElementRun> GgufModel::runs(const TensorInfo& t) const {
     const MixerSpec& m = config_.mixer(layer);
     return permuted_rows(name, t.shape, rel == "attn.wq" ? m.n_heads : m.n_kv_heads);
   }
+  if (auto fused = fused_runs(layer, rel, name, t)) return *fused;
   const GgufTensor& g = source(name, t.shape);
   const bool gemma_norm = arch_.rfind("gemma", 0) == 0 && name.size() > 11 && name.compare(name.size() - 11, 11, "norm.weight") == 0;
   return {rows(g, 0, g.rows(), gemma_norm ? -1.0f : 0.0f)};
@@ -390,7 +438,9 @@ std::vector<std::string> GgufModel::unused(const WeightMap& map) const {
     for (const ElementRun& r : runs(t)) read.insert(r.gguf);
   std::vector<std::string> out;
   for (const GgufTensor& t : file_.tensors())
-    if (!read.count(&t) && t.name != "rope_freqs.weight") out.push_back(t.name);  // that one is read into the config
+    if (!read.count(&t) && t.name != "rope_freqs.weight" && t.name != "rope_factors_short.weight" &&
+        t.name != "rope_factors_long.weight")
+      out.push_back(t.name);  // those are read into the config
   return out;
 }
 

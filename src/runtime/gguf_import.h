@@ -14,6 +14,7 @@
 // head becomes row a d/2 + i). Gemma's norm gains are stored as 1 + w: we subtract the 1.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,8 @@ class GgufModel {
   std::vector<ElementRun> mla_runs(const std::string& rel, const std::string& name, const TensorInfo& t,
                                    const MixerSpec& m) const;
   std::vector<ElementRun> permuted_rows(const std::string& name, const Shape& expect, int heads) const;
+  std::optional<std::vector<ElementRun>> fused_runs(int layer, const std::string& rel, const std::string& name,
+                                                    const TensorInfo& t) const;
   std::string gguf_name(const TensorInfo& t) const;
 
   GgufFile file_;

@@ -38,14 +38,19 @@ torch::Tensor qk_normalise(const torch::Tensor& x, const torch::Tensor& gain, Qk
 
 // RoPE, rotate-half layout: with a_i = pos inv_freq_i for i < r/2 (r = rotary_dim),
 //   x'_i = x_i cos a_i - x_{i+r/2} sin a_i,   x'_{i+r/2} = x_{i+r/2} cos a_i + x_i sin a_i,
-// the rotated part scaled by YaRN's magnitude; dimensions from r on pass through. Angles are
-// formed in double, as the engine's kernel forms them. x: [B, heads, T, head_dim].
+// the rotated part scaled by YaRN's or LongRoPE's magnitude (LongRoPE's frequencies chosen by
+// position); dimensions from r on pass through. Angles are formed in double, as the engine's
+// kernel forms them. x: [B, heads, T, head_dim].
 torch::Tensor rotate(const AttentionParams& w, const MixerSpec& m, const Layout& l, const torch::Tensor& x) {
   if (!m.rope) return x;
   const int64_t half = int64_t(w.rope.inv_freq.size());
-  torch::Tensor freq = torch::tensor(std::vector<double>(w.rope.inv_freq.begin(), w.rope.inv_freq.end()),
-                                     torch::kFloat64);
-  torch::Tensor angle = l.pos.to(torch::kFloat64).unsqueeze(-1) * freq;  // [B, T, half]
+  auto doubles = [](const std::vector<float>& f) {
+    return torch::tensor(std::vector<double>(f.begin(), f.end()), torch::kFloat64);
+  };
+  const torch::Tensor pos = l.pos.to(torch::kFloat64).unsqueeze(-1);
+  torch::Tensor angle = pos * doubles(w.rope.inv_freq);  // [B, T, half]
+  if (!w.rope.inv_freq_long.empty())  // LongRoPE: the long factors from position long_from on
+    angle = torch::where(pos >= double(w.rope.long_from), pos * doubles(w.rope.inv_freq_long), angle);
   torch::Tensor cos = angle.cos().to(x.scalar_type()).unsqueeze(1), sin = angle.sin().to(x.scalar_type()).unsqueeze(1);
   torch::Tensor x1 = x.narrow(-1, 0, half), x2 = x.narrow(-1, half, half);
   torch::Tensor rotated = torch::cat({x1 * cos - x2 * sin, x2 * cos + x1 * sin}, -1);

@@ -1,6 +1,6 @@
 // The libtorch reference against the engine: a train::Model exported to a model directory
 // and run by the engine token by token gives the torch forward's logits at every position
-// (embla-mini and small Llama / OLMoE / Gemma / DeepSeek-style configs); document masking
+// (embla-mini and small Llama / OLMoE / Gemma / DeepSeek / Phi-3-style configs); document masking
 // makes each document of a packed row what it is alone; export writes exactly the weight map
 // and the reference starts from `wren init`'s values.
 #include <gtest/gtest.h>
@@ -65,6 +65,15 @@ const char* kDeepseek = R"({"name": "routing-tiny", "d_model": 48, "vocab_size":
                    "n_groups": 4, "topk_groups": 2, "balance_bias": true}},
   "layers": [{"mixer": "a", "ffn": "moe", "repeat": 2}]})";
 
+// Phi-3: partial rotation with LongRoPE, short factors below position 64, long ones from there.
+const char* kPhi3 = R"({"name": "phi3-tiny", "d_model": 48, "vocab_size": 300, "context_length": 512,
+  "mixers": {"a": {"kind": "attention", "n_heads": 4, "n_kv_heads": 2, "head_dim": 12, "window": 40,
+                   "rope": {"theta": 10000, "rotary_dim": 8, "longrope_short": [1.0, 1.3, 1.9, 2.4],
+                            "longrope_long": [1.5, 6.0, 21.0, 48.0], "longrope_original_context": 64,
+                            "longrope_attention": 1.19}}},
+  "ffns": {"f": {"kind": "dense", "activation": "swiglu", "hidden": 96}},
+  "layers": [{"mixer": "a", "ffn": "f", "repeat": 2}]})";
+
 ModelConfig config_from(const char* json) { return parse_model_config(Json::parse(json), "test config"); }
 
 TEST(TrainReference, EmblaMiniMatchesTheEngineAtEveryPosition) {
@@ -76,7 +85,7 @@ TEST(TrainReference, EmblaMiniMatchesTheEngineAtEveryPosition) {
 }
 
 TEST(TrainReference, OrdinaryModelsMatchTheEngine) {
-  for (const char* json : {kLlama, kOlmoe, kGemma, kDeepseek}) {
+  for (const char* json : {kLlama, kOlmoe, kGemma, kDeepseek, kPhi3}) {
     const ModelConfig c = config_from(json);
     SCOPED_TRACE(c.name);
     train::Model model(c, 11);
