@@ -352,8 +352,9 @@ class HfOracle {
     const bool sliding = (type_ == "gemma2" && i % 2 == 0) || (type_ == "gemma3_text" && (i + 1) % 2 != 0) ||
                          (type_ == "phi3" && c_.contains("sliding_window"));
     const double theta = type_ == "gemma3_text" && sliding ? 100.0 : c_["rope_theta"].get<double>();
-    for (int hd = 0; hd < kHeads; ++hd) rotate(qv.data() + hd * kHeadDim, theta);
-    for (int hd = 0; hd < kKvHeads; ++hd) rotate(kvec.data() + hd * kHeadDim, theta);
+    const bool nope = c_.contains("no_rope_layers") && c_["no_rope_layers"][i].get<int>() == 0;  // SmolLM3
+    for (int hd = 0; hd < kHeads && !nope; ++hd) rotate(qv.data() + hd * kHeadDim, theta);
+    for (int hd = 0; hd < kKvHeads && !nope; ++hd) rotate(kvec.data() + hd * kHeadDim, theta);
     keys_[i].push_back(kvec), values_[i].push_back(vv);
     const double scale = 1.0 / std::sqrt(c_.value("query_pre_attn_scalar", double(kHeadDim)));
     const int window = sliding ? c_["sliding_window"].get<int>() : 1 << 30;

@@ -247,9 +247,9 @@ void set_fixture_shape(GgufWriter& w, const std::string& arch) {
 // interleaved RoPE (reshape(heads, 2, d/2, in).swapaxes(1, 2)), each matrix in its own type.
 void write_llama_gguf(HfModel& m, const std::string& path, const std::map<std::string, GgmlType>& types,
                       const std::string& tokenizer_model = "gpt2", const std::string& pre = "gpt-2",
-                      const std::function<void(GgufWriter&)>& more = nullptr) {
+                      const std::function<void(GgufWriter&)>& more = nullptr, const std::string& arch = "llama") {
   GgufWriter w;
-  set_fixture_shape(w, "llama");
+  set_fixture_shape(w, arch);
   set_tokenizer(w, tokenizer_model, pre);
   auto name_of = [](const std::string& hf) -> std::string {
     if (hf == "model.embed_tokens.weight") return "token_embd.weight";
@@ -318,6 +318,18 @@ TEST(ConvertGguf, LlamaOtherQuantTypesMatchHfForward) {
   expect_gguf_matches({{"attn_q.weight", GgmlType::Q3_K}, {"attn_k.weight", GgmlType::Q2_K}, {"attn_v.weight", GgmlType::IQ4_XS},
                        {"ffn_gate.weight", GgmlType::Q3_K}, {"ffn_up.weight", GgmlType::IQ4_XS}, {"ffn_down.weight", GgmlType::Q5_0},
                        {"attn_output.weight", GgmlType::Q5_1}, {"token_embd.weight", GgmlType::Q4_1}, {"output.weight", GgmlType::IQ4_NL}});
+}
+
+// SmolLM3's GGUF is a Llama's (q and k permuted) under its own name; llama.cpp leaves RoPE out of
+// every fourth layer, so with the fixture's two layers both rotate.
+TEST(ConvertGguf, Smollm3ReadsAsLlamaWithItsNoRopeStep) {
+  TempDir dir;
+  HfModel m = make_dense_or_moe({.type = "smollm3"});
+  m.config["no_rope_layer_interval"] = 4;
+  write_llama_gguf(m, dir / "m.gguf", {{"attn_q.weight", GgmlType::Q8_0}}, "gpt2", "gpt-2", nullptr, "smollm3");
+  expect_converted_matches(m, dir);
+  const ModelConfig c = GgufModel(dir / "m.gguf").config();
+  EXPECT_TRUE(c.mixer(0).rope && c.mixer(1).rope);
 }
 
 // ---- Phi-3: fused tensors and LongRoPE -----------------------------------------------------------

@@ -71,6 +71,11 @@ TEST(ConvertHf, Qwen3MoeStackedExpertsMatchHfForward) {
 TEST(ConvertHf, DeepseekV2MlaMatchesHfForward) { expect_logits_match(make_deepseek(), 2); }
 // Seven positions: 0-3 rotate by the short factors, 4-6 by the long ones, 5 and 6 see five keys.
 TEST(ConvertHf, Phi3LongRopeMatchesHfForward) { expect_logits_match(make_phi3(), 2); }
+TEST(ConvertHf, Smollm3NoRopeLayerMatchesHfForward) {
+  HfModel m = make_dense_or_moe({.type = "smollm3"});
+  m.config["no_rope_layers"] = {1, 0};  // layer 1 attends without RoPE
+  expect_logits_match(m, 1);
+}
 
 // q8 and q4 are written in one pass (each block's values and scales together, the values at
 // their offset: SafetensorsWriter::add_pair). Every quantised weight holds exactly what

@@ -67,6 +67,7 @@ TEST(HfConfigTotals, MatchPublishedFigures) {
       {"qwen2.5-7b", 7'615'616'512},          // index total_size 15,231,233,024 / 2
       {"gemma-3-1b-pt", 999'885'952},         // index total_size 1,999,771,904 / 2
       {"phi-3.5-mini-instruct", 3'821'079'552},  // index total_size 7,642,159,104 / 2
+      {"smollm3-3b", 3'075'098'624},             // the model page's 3.08B (bf16, tied embeddings)
       // Text model only: index total_size 8,600,158,944 / 2, less the vision tower and projector.
       {"gemma-3-4b-it", 4'300'079'472 - siglip - projector},
       // The Instruct checkpoint holds 81,324,862,720 including its multi-token-prediction
@@ -222,6 +223,26 @@ TEST(HfConfigMapping, Phi3LongRope) {
   Json missing = j;
   missing["rope_scaling"].erase("long_factor");
   EXPECT_NE(import_error(missing).find("long_factor"), std::string::npos) << import_error(missing);
+}
+
+// SmolLM3-3B: every fourth layer attends without RoPE, the rest rotate with theta 5e6; a list
+// of the wrong length is a named error.
+TEST(HfConfigMapping, Smollm3NoRopeLayers) {
+  const Json j = fixture_json("smollm3-3b");
+  ModelConfig c = import_hf_config(j, "smollm3.json");
+  for (int i = 0; i < c.n_layers(); ++i) {
+    EXPECT_EQ(c.mixer(i).rope.has_value(), (i + 1) % 4 != 0) << i;
+    if (c.mixer(i).rope) EXPECT_EQ(c.mixer(i).rope->theta, 5e6) << i;
+  }
+  EXPECT_EQ(c.mixers.size(), 2u);
+  Json by_interval = j;
+  by_interval.erase("no_rope_layers");
+  by_interval["no_rope_layer_interval"] = 3;
+  ModelConfig b = import_hf_config(by_interval, "smollm3.json");
+  for (int i = 0; i < b.n_layers(); ++i) EXPECT_EQ(b.mixer(i).rope.has_value(), (i + 1) % 3 != 0) << i;
+  Json shorter = j;
+  shorter["no_rope_layers"].erase(0);
+  EXPECT_NE(import_error(shorter).find("no_rope_layers"), std::string::npos) << import_error(shorter);
 }
 
 TEST(HfConfigMapping, Qwen3NextHybrid) {

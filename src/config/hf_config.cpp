@@ -293,6 +293,37 @@ ModelConfig map_llama(JsonReader& r) { return map_dense(r, {}); }
 // Phi-3 / Phi-3.5 / Phi-4-mini: Llama's layers with fused qkv_proj and gate_up_proj (the
 // weights, io/hf_checkpoint), a sliding window when the config gives one, LongRoPE.
 ModelConfig map_phi3(JsonReader& r) { return map_dense(r, {.window = DenseFamily::Window::mistral}); }
+// SmolLM3: Llama's layers (Qwen's window fields) where the layers marked 0 in no_rope_layers
+// (by default every no_rope_layer_interval-th, 4) attend without RoPE ("NoPE"): those get a
+// copy of their mixer without "rope", named with "_nope".
+ModelConfig map_smollm3(JsonReader& r) {
+  ModelConfig c = map_dense(r, {.window = DenseFamily::Window::qwen});
+  const int L = c.n_layers();
+  std::vector<int> rotates;
+  if (r.has("no_rope_layers")) {
+    rotates = r.int_list("no_rope_layers", 0);
+    if (int(rotates.size()) != L || std::any_of(rotates.begin(), rotates.end(), [](int v) { return v > 1; }))
+      r.fail("no_rope_layers", "expected " + std::to_string(L) + " flags of 0 (no RoPE) or 1, one per layer");
+  } else {
+    const int interval = r.integer_or("no_rope_layer_interval", 4, 1);
+    for (int i = 0; i < L; ++i) rotates.push_back((i + 1) % interval != 0);
+  }
+  for (int i = 0; i < L; ++i) {
+    if (rotates[size_t(i)]) continue;
+    std::string& name = c.layers[size_t(i)].mixer;
+    const std::string nope = name + "_nope";
+    if (!c.find_mixer(nope)) {
+      MixerSpec m = *c.find_mixer(name);
+      m.rope.reset();
+      c.mixers.push_back({nope, m});
+    }
+    name = nope;
+  }
+  std::erase_if(c.mixers, [&](const NamedMixer& m) {
+    return std::none_of(c.layers.begin(), c.layers.end(), [&](const LayerSpec& l) { return l.mixer == m.name; });
+  });
+  return c;
+}
 ModelConfig map_mistral(JsonReader& r) { return map_dense(r, {.window = DenseFamily::Window::mistral}); }
 ModelConfig map_qwen2(JsonReader& r) { return map_dense(r, {.qkv_bias_always = true, .window = DenseFamily::Window::qwen}); }
 ModelConfig map_qwen3(JsonReader& r) { return map_dense(r, {.qk_norm = true, .window = DenseFamily::Window::qwen}); }
@@ -512,7 +543,7 @@ const std::vector<std::pair<std::string, Mapper>>& families() {
       {"qwen2", map_qwen2},         {"qwen3", map_qwen3},             {"qwen3_moe", map_qwen3_moe},
       {"qwen3_next", map_qwen3_next}, {"deepseek_v2", map_deepseek_v2}, {"deepseek_v3", map_deepseek_v3},
       {"gemma2", map_gemma2},       {"gemma3_text", map_gemma3_text}, {"olmoe", map_olmoe},
-      {"gpt_oss", map_gpt_oss},     {"phi3", map_phi3},
+      {"gpt_oss", map_gpt_oss},     {"phi3", map_phi3},               {"smollm3", map_smollm3},
   };
   return list;
 }

@@ -99,6 +99,7 @@ std::string unexpressible(const ModelConfig& c, bool gemma) {
     if (!gemma && (m.window || m.softcap || m.scale)) why.insert("sliding windows, soft-capping or a custom attention scale outside Gemma");
     if (m.rope && m.rope->yarn_factor) why.insert("YaRN RoPE scaling outside deepseek2");
     if (m.rope && !m.rope->longrope_short.empty()) why.insert("LongRoPE scaling (Phi-3)");
+    if (m.rope.has_value() != c.mixer(0).rope.has_value()) why.insert("layers without RoPE beside layers with it (SmolLM3)");
     if (m.rope && m.rope->llama3_factor && !same_rope_as_layer_0(c, i)) why.insert("Llama-3 RoPE scaling that differs between layers");
     if (m.o_bias && !m.qkv_bias) why.insert("an output bias without q/k/v biases");
     if (f.activation == Activation::relu2) why.insert("ReLU^2 FFNs");

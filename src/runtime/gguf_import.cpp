@@ -25,7 +25,7 @@ const std::vector<std::pair<std::string, std::string>>& architectures() {
   static const std::vector<std::pair<std::string, std::string>> list = {
       {"llama", "llama"}, {"qwen2", "qwen2"}, {"qwen3", "qwen3"}, {"qwen3moe", "qwen3_moe"},
       {"olmoe", "olmoe"}, {"gemma2", "gemma2"}, {"gemma3", "gemma3_text"}, {"deepseek2", "deepseek_v2"},
-      {"phi3", "phi3"},
+      {"phi3", "phi3"}, {"smollm3", "smollm3"},
   };
   return list;
 }
@@ -310,6 +310,7 @@ GgufModel::GgufModel(const std::string& path) : file_(path) {
     if (!scaling.is_null()) hf_["rope_scaling"] = scaling;
   }
   if (arch_ == "phi3") phi3_longrope(file_, rope_dims.value_or(head), hf_);
+  if (arch_ == "smollm3") hf_["no_rope_layer_interval"] = 4;  // fixed in llama.cpp (llama_model_smollm3)
   if (const auto dims = rope_dims; dims && arch_ != "deepseek2") {
     if (*dims != head && head > 0) hf_["partial_rotary_factor"] = double(*dims) / double(head);
   }
@@ -422,7 +423,7 @@ std::vector<ElementRun> GgufModel::runs(const TensorInfo& t) const {
     const std::string r = rel.substr(5);
     if (r == "wq" || r == "wq_b" || r == "wkv_a" || r == "wk_b" || r == "wv_b") return mla_runs(r, name, t, config_.mixer(layer));
   }
-  if (arch_ == "llama" && (rel == "attn.wq" || rel == "attn.wk")) {
+  if ((arch_ == "llama" || arch_ == "smollm3") && (rel == "attn.wq" || rel == "attn.wk")) {
     const MixerSpec& m = config_.mixer(layer);
     return permuted_rows(name, t.shape, rel == "attn.wq" ? m.n_heads : m.n_kv_heads);
   }
