@@ -28,7 +28,8 @@ const text::Tokenizer& tokenizer_with_specials() {
     int32_t id = 4096;
     for (const char* s : {"<|im_start|>", "<|im_end|>", "<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>",
                           "<|eot_id|>", "<bos>", "<start_of_turn>", "<end_of_turn>", "<s>", "</s>",
-                          "<｜begin▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>", "<｜end▁of▁sentence｜>"})
+                          "<｜begin▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>", "<｜end▁of▁sentence｜>",
+                          "<|system|>", "<|user|>", "<|assistant|>", "<|end|>"})
       j["added_tokens"].push_back({{"id", id++}, {"content", s}, {"single_word", false}, {"lstrip", false},
                                    {"rstrip", false}, {"normalized", false}, {"special", true}});
     return text::Tokenizer::from_json(j, "tokenizer");
@@ -60,6 +61,16 @@ TEST(ChatTemplate, DetectsTheCommonFormatsByTheirMarkers) {
   // DeepSeek's distilled Qwen models keep ChatML's tokens in the vocabulary: DeepSeek's markers win.
   EXPECT_EQ(detect_format("{{'<｜User｜>' + message['content']}}{{'<｜Assistant｜>'}}<|im_start|>", "t"), ChatFormat::deepseek);
   EXPECT_EQ(detect_format(kWrenJinja, "t"), ChatFormat::wren);
+  // Phi-3.5-mini-instruct's program, and Phi-4-mini-instruct's.
+  EXPECT_EQ(detect_format("{% for message in messages %}{% if message['role'] == 'system' and message['content'] %}"
+                          "{{'<|system|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == 'user' %}"
+                          "{{'<|user|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == 'assistant' %}"
+                          "{{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}{% endif %}{% endfor %}"
+                          "{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}{% endif %}", "t"),
+            ChatFormat::phi3);
+  EXPECT_EQ(detect_format("{% for message in messages %}{{ '<|' + message['role'] + '|>' + message['content'] + '<|end|>' }}"
+                          "{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>' }}{% else %}{{ eos_token }}{% endif %}", "t"),
+            ChatFormat::phi4);
 }
 
 TEST(ChatTemplate, AnUnknownProgramIsAnErrorNamingTheFileAndTheFormats) {
@@ -105,6 +116,11 @@ TEST(ChatTemplate, RendersEachFormat) {
   EXPECT_EQ(render(ChatFormat::mistral), "<s>[INST] Be brief.\n\nHi [/INST]Hello!</s>[INST] Why? [/INST]");
   EXPECT_EQ(render(ChatFormat::deepseek),
             "<｜begin▁of▁sentence｜>Be brief.<｜User｜>Hi<｜Assistant｜>Hello!<｜end▁of▁sentence｜><｜User｜>Why?<｜Assistant｜>");
+  EXPECT_EQ(render(ChatFormat::phi3),
+            "<|system|>\nBe brief.<|end|>\n<|user|>\nHi<|end|>\n<|assistant|>\nHello!<|end|>\n<|user|>\nWhy?<|end|>\n"
+            "<|assistant|>\n");
+  EXPECT_EQ(render(ChatFormat::phi4),
+            "<|system|>Be brief.<|end|><|user|>Hi<|end|><|assistant|>Hello!<|end|><|user|>Why?<|end|><|assistant|>");
   EXPECT_EQ(render(ChatFormat::wren),
             "<|endoftext|>System: Be brief.\n\nUser: Hi\n\nAssistant: Hello!\n\nUser: Why?\n\nAssistant: ");
   // Qwen3 drops earlier reasoning.

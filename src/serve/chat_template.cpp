@@ -27,6 +27,8 @@ const std::vector<FormatInfo>& formats() {
       {ChatFormat::mistral, "mistral", {"<s>", "</s>"}, {"</s>"}},
       {ChatFormat::deepseek, "deepseek",
        {"<｜begin▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>", "<｜end▁of▁sentence｜>"}, {"<｜end▁of▁sentence｜>"}},
+      {ChatFormat::phi3, "phi3", {"<|system|>", "<|user|>", "<|assistant|>", "<|end|>"}, {"<|end|>", "<|endoftext|>"}},
+      {ChatFormat::phi4, "phi4", {"<|system|>", "<|user|>", "<|assistant|>", "<|end|>"}, {"<|end|>", "<|endoftext|>"}},
       {ChatFormat::wren, "wren", {"<|endoftext|>"}, {"<|endoftext|>"}},
   };
   return table;
@@ -151,6 +153,19 @@ void render_deepseek(Renderer& r, std::span<const ChatMessage> ms, bool gen) {
   if (gen) r.tmpl("<｜Assistant｜>");
 }
 
+// Phi-3 / Phi-3.5: "<|role|>\n" content "<|end|>\n" (a system message only when it says
+// something); Phi-4-mini the same without the newlines.
+void render_phi(Renderer& r, std::span<const ChatMessage> ms, bool gen, bool newlines) {
+  const std::string nl = newlines ? "\n" : "";
+  for (const ChatMessage& m : ms) {
+    if (m.role == "system" && m.content.empty()) continue;
+    r.tmpl("<|" + m.role + "|>" + nl);
+    r.content(m.content);
+    r.tmpl("<|end|>" + nl);
+  }
+  if (gen) r.tmpl("<|assistant|>" + nl);
+}
+
 // Wren's own: "<|endoftext|>" starts the document, each message is "Role: content\n\n".
 void render_wren(Renderer& r, std::span<const ChatMessage> ms, bool gen) {
   r.tmpl("<|endoftext|>");
@@ -190,6 +205,9 @@ ChatFormat detect_format(std::string_view jinja, const std::string& origin) {
   if (has(jinja, "<｜User｜>") && has(jinja, "<｜Assistant｜>")) return ChatFormat::deepseek;
   if (has(jinja, "<|start_header_id|>") && has(jinja, "<|eot_id|>")) return ChatFormat::llama3;
   if (has(jinja, "<start_of_turn>")) return ChatFormat::gemma;
+  // Phi-4-mini writes '<|' + message['role'] + '|>' with no newline; Phi-3 '<|user|>' + '\n'.
+  if (has(jinja, "<|end|>") && has(jinja, "<|assistant|>"))
+    return has(jinja, "'<|' + message['role'] + '|>' + message['content']") ? ChatFormat::phi4 : ChatFormat::phi3;
   if (has(jinja, "<|im_start|>")) return has(jinja, "<think>") ? ChatFormat::qwen3 : ChatFormat::chatml;
   // Llama 2 also writes [INST], with its system prompt in <<SYS>>: a different format.
   if (has(jinja, "[INST]") && !has(jinja, "<<SYS>>")) return ChatFormat::mistral;
@@ -217,6 +235,8 @@ std::vector<PromptPiece> ChatTemplate::render(std::span<const ChatMessage> messa
     case ChatFormat::gemma: render_gemma(r, messages, gen); break;
     case ChatFormat::mistral: render_mistral(r, messages, gen); break;
     case ChatFormat::deepseek: render_deepseek(r, messages, gen); break;
+    case ChatFormat::phi3: render_phi(r, messages, gen, true); break;
+    case ChatFormat::phi4: render_phi(r, messages, gen, false); break;
     case ChatFormat::wren: render_wren(r, messages, gen); break;
   }
   return std::move(r.pieces);
