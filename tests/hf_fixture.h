@@ -200,6 +200,7 @@ inline HfModel make_dense_or_moe(const Layout& l) {
     m.config["sliding_window"] = 3, m.config["query_pre_attn_scalar"] = 24;
     m.config["attn_logit_softcapping"] = 5.0, m.config["final_logit_softcapping"] = 3.0;
   }
+  if (l.type == "gemma") m.config["hidden_act"] = "gelu", m.config["hidden_activation"] = "gelu_pytorch_tanh";
   if (l.type == "gemma3_text") {
     m.config["sliding_window"] = 3, m.config["sliding_window_pattern"] = 2, m.config["query_pre_attn_scalar"] = 24;
     m.config["rope_local_base_freq"] = 100.0;
@@ -212,7 +213,7 @@ inline HfModel make_dense_or_moe(const Layout& l) {
     const float mean = gemma ? 0.0f : 1.0f;
     m.add(p + "input_layernorm.weight", {kD}, 0.1f, mean);
     m.add(p + "post_attention_layernorm.weight", {kD}, 0.1f, mean);
-    if (gemma) {
+    if (gemma && l.type != "gemma") {  // Gemma 2 / 3: sandwich norms
       m.add(p + "pre_feedforward_layernorm.weight", {kD}, 0.1f, mean);
       m.add(p + "post_feedforward_layernorm.weight", {kD}, 0.1f, mean);
     }
@@ -289,6 +290,7 @@ class HfOracle {
  public:
   explicit HfOracle(const HfModel& m) : m_(m), c_(m.config), type_(m.config["model_type"].get<std::string>()) {
     gemma_ = type_.rfind("gemma", 0) == 0;
+    sandwich_ = gemma_ && type_ != "gemma";
     eps_ = c_.value("rms_norm_eps", 1e-6);
     keys_.resize(kLayers), values_.resize(kLayers);
   }
@@ -324,12 +326,12 @@ class HfOracle {
     Vec x = h;
     norm(x.data(), kD, p + "input_layernorm.weight");
     Vec a = type_.rfind("deepseek", 0) == 0 ? mla(i, p + "self_attn.", x) : attention(i, p + "self_attn.", x);
-    if (gemma_) norm(a.data(), kD, p + "post_attention_layernorm.weight");
+    if (sandwich_) norm(a.data(), kD, p + "post_attention_layernorm.weight");
     for (int k = 0; k < kD; ++k) h[k] += a[k];
     x = h;
-    norm(x.data(), kD, p + (gemma_ ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight"));
+    norm(x.data(), kD, p + (sandwich_ ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight"));
     Vec f = ffn(i, p, x);
-    if (gemma_) norm(f.data(), kD, p + "post_feedforward_layernorm.weight");
+    if (sandwich_) norm(f.data(), kD, p + "post_feedforward_layernorm.weight");
     for (int k = 0; k < kD; ++k) h[k] += f[k];
   }
 
@@ -496,7 +498,7 @@ class HfOracle {
   const HfModel& m_;
   const Json& c_;
   std::string type_;
-  bool gemma_ = false;
+  bool gemma_ = false, sandwich_ = false;  // Gemma: 1 + w gains, sqrt(d) embedding, GeGLU; 2 / 3: sandwich norms
   double eps_ = 1e-6;
   int64_t pos_ = 0;
   std::vector<std::vector<Vec>> keys_, values_;

@@ -244,7 +244,8 @@ void set_fixture_shape(GgufWriter& w, const std::string& arch) {
 }
 
 // The HF model written as llama.cpp's converter would: names, q / k rows permuted for
-// interleaved RoPE (reshape(heads, 2, d/2, in).swapaxes(1, 2)), each matrix in its own type.
+// interleaved RoPE (reshape(heads, 2, d/2, in).swapaxes(1, 2); llama, smollm3), Gemma's norm
+// gains stored as 1 + w, each matrix in its own type.
 void write_llama_gguf(HfModel& m, const std::string& path, const std::map<std::string, GgmlType>& types,
                       const std::string& tokenizer_model = "gpt2", const std::string& pre = "gpt-2",
                       const std::function<void(GgufWriter&)>& more = nullptr, const std::string& arch = "llama") {
@@ -277,7 +278,15 @@ void write_llama_gguf(HfModel& m, const std::string& path, const std::map<std::s
     const int64_t cols = t.shape.back(), rows = int64_t(values.size()) / cols;
     std::vector<uint8_t> bytes = encode_for_test(type, values, cols, seed++);
     t.values = values;  // the oracle sees what the blocks hold
-    const bool permute = name.find("attn_q.") != std::string::npos || name.find("attn_k.") != std::string::npos;
+    if (arch == "gemma" && name.size() > 11 && name.compare(name.size() - 11, 11, "norm.weight") == 0) {
+      ASSERT_EQ(type, GgmlType::F32) << name;
+      for (size_t k = 0; k < values.size(); ++k) {
+        const float stored = values[k] + 1.0f;
+        std::memcpy(bytes.data() + 4 * k, &stored, 4);
+      }
+    }
+    const bool permute = (arch == "llama" || arch == "smollm3") &&
+                         (name.find("attn_q.") != std::string::npos || name.find("attn_k.") != std::string::npos);
     if (permute) {
       const int heads = name.find("attn_q.") != std::string::npos ? kHeads : kKvHeads;
       const int64_t d = rows / heads, rb = int64_t(bytes.size()) / rows;
@@ -330,6 +339,14 @@ TEST(ConvertGguf, Smollm3ReadsAsLlamaWithItsNoRopeStep) {
   expect_converted_matches(m, dir);
   const ModelConfig c = GgufModel(dir / "m.gguf").config();
   EXPECT_TRUE(c.mixer(0).rope && c.mixer(1).rope);
+}
+
+// Gemma 1: Llama's names, no q / k permutation (NEOX rotation), gains stored as 1 + w, tied.
+TEST(ConvertGguf, GemmaMatchesHfForward) {
+  TempDir dir;
+  HfModel m = make_dense_or_moe({.type = "gemma"});
+  write_llama_gguf(m, dir / "m.gguf", {{"attn_k.weight", GgmlType::Q8_0}}, "gpt2", "gpt-2", nullptr, "gemma");
+  expect_converted_matches(m, dir);
 }
 
 // ---- Phi-3: fused tensors and LongRoPE -----------------------------------------------------------

@@ -58,6 +58,7 @@ TEST(ConvertHf, LlamaFusedQkvMatchesHfForward) {
 TEST(ConvertHf, MistralMatchesHfForward) { expect_logits_match(make_dense_or_moe({.type = "mistral"}), 2); }
 TEST(ConvertHf, Qwen2BiasesMatchHfForward) { expect_logits_match(make_dense_or_moe({.type = "qwen2"}), 2); }
 TEST(ConvertHf, Qwen3QkNormMatchesHfForward) { expect_logits_match(make_dense_or_moe({.type = "qwen3"}), 2); }
+TEST(ConvertHf, GemmaMatchesHfForward) { expect_logits_match(make_dense_or_moe({.type = "gemma"}), 2); }
 TEST(ConvertHf, Gemma2MatchesHfForward) { expect_logits_match(make_dense_or_moe({.type = "gemma2"}), 2); }
 TEST(ConvertHf, Gemma3MatchesHfForward) { expect_logits_match(make_dense_or_moe({.type = "gemma3_text"}), 2); }
 TEST(ConvertHf, OlmoeMatchesHfForward) { expect_logits_match(make_dense_or_moe({.type = "olmoe", .moe = true}), 2); }

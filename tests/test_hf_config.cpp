@@ -68,6 +68,7 @@ TEST(HfConfigTotals, MatchPublishedFigures) {
       {"gemma-3-1b-pt", 999'885'952},         // index total_size 1,999,771,904 / 2
       {"phi-3.5-mini-instruct", 3'821'079'552},  // index total_size 7,642,159,104 / 2
       {"smollm3-3b", 3'075'098'624},             // the model page's 3.08B (bf16, tied embeddings)
+      {"gemma-2b", 2'506'172'416},               // index total_size 5,012,344,832 / 2
       // Text model only: index total_size 8,600,158,944 / 2, less the vision tower and projector.
       {"gemma-3-4b-it", 4'300'079'472 - siglip - projector},
       // The Instruct checkpoint holds 81,324,862,720 including its multi-token-prediction
@@ -243,6 +244,19 @@ TEST(HfConfigMapping, Smollm3NoRopeLayers) {
   Json shorter = j;
   shorter["no_rope_layers"].erase(0);
   EXPECT_NE(import_error(shorter).find("no_rope_layers"), std::string::npos) << import_error(shorter);
+}
+
+// Gemma 1: pre-norm (no sandwich) with 1 + w gains, sqrt(d) embedding, the tanh GeGLU in place
+// of the original config's exact "gelu" (as transformers runs it), one KV head.
+TEST(HfConfigMapping, Gemma1) {
+  ModelConfig c = load_hf_config(fixture("gemma-2b"));
+  EXPECT_EQ(c.norm.placement, NormPlacement::pre);
+  EXPECT_TRUE(c.norm.unit_offset && c.tie_embeddings);
+  EXPECT_DOUBLE_EQ(c.embedding_scale, std::sqrt(2048.0));
+  EXPECT_EQ(c.ffn(0).activation, Activation::geglu);
+  EXPECT_EQ(c.mixer(0).n_kv_heads, 1);
+  EXPECT_EQ(c.mixer(0).head_dim, 256);
+  EXPECT_EQ(c.mixer(0).window, 0);
 }
 
 TEST(HfConfigMapping, Qwen3NextHybrid) {

@@ -451,6 +451,21 @@ ModelConfig map_deepseek_v3(JsonReader& r) { return map_deepseek(r, true); }
 // Gemma 2 / 3: embeddings scaled by sqrt(d), RMSNorm gains as (1 + w) before and after each
 // block, GeGLU, tied head; local (sliding) and global layers alternate. Gemma 2 soft-caps
 // attention and final logits; Gemma 3 adds per-head QK-norm and a separate RoPE base for local layers.
+// Gemma 1: pre-norm layers with 1 + w gains, the embedding scaled by sqrt(d), GeGLU (the tanh
+// approximation: transformers' hidden_activation, which replaces the original configs' exact
+// "gelu" with it), tied embeddings; no windows or soft-caps.
+ModelConfig map_gemma1(JsonReader& r) {
+  ModelConfig c = read_model(r, true, 1e-6);
+  const int L = required_int(r, "num_hidden_layers", 1, kMaxLayers);
+  c.embedding_scale = std::sqrt(double(c.d_model));
+  c.norm.unit_offset = true;
+  c.mixers.push_back({"attention", read_attention(r, c, 10000.0)});
+  if (r.has("hidden_act")) r.string("hidden_act");  // superseded by hidden_activation
+  c.ffns.push_back({"dense", dense_ffn(required_int(r, "intermediate_size"), read_activation(r, "hidden_activation", "gelu_pytorch_tanh"))});
+  schedule(c, L, [](int) { return std::pair{std::string("attention"), std::string("dense")}; });
+  return c;
+}
+
 ModelConfig map_gemma(JsonReader& r, int version) {
   ModelConfig c = read_model(r, true, 1e-6);
   const int L = required_int(r, "num_hidden_layers", 1, kMaxLayers);
@@ -542,7 +557,8 @@ const std::vector<std::pair<std::string, Mapper>>& families() {
       {"llama", map_llama},         {"mistral", map_mistral},         {"mixtral", map_mixtral},
       {"qwen2", map_qwen2},         {"qwen3", map_qwen3},             {"qwen3_moe", map_qwen3_moe},
       {"qwen3_next", map_qwen3_next}, {"deepseek_v2", map_deepseek_v2}, {"deepseek_v3", map_deepseek_v3},
-      {"gemma2", map_gemma2},       {"gemma3_text", map_gemma3_text}, {"olmoe", map_olmoe},
+      {"gemma", map_gemma1},        {"gemma2", map_gemma2},           {"gemma3_text", map_gemma3_text},
+      {"olmoe", map_olmoe},
       {"gpt_oss", map_gpt_oss},     {"phi3", map_phi3},               {"smollm3", map_smollm3},
   };
   return list;

@@ -62,7 +62,8 @@ void open_shards(const fs::path& root, TensorSet& set) {
   }
 }
 
-bool is_gemma(const std::string& type) { return type.rfind("gemma", 0) == 0; }
+// Gemma 2 / 3: sandwich norms (Gemma 1 names its norms as Llama does).
+bool is_gemma(const std::string& type) { return type.rfind("gemma", 0) == 0 && type != "gemma"; }
 
 }  // namespace
 

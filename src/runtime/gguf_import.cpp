@@ -25,7 +25,7 @@ const std::vector<std::pair<std::string, std::string>>& architectures() {
   static const std::vector<std::pair<std::string, std::string>> list = {
       {"llama", "llama"}, {"qwen2", "qwen2"}, {"qwen3", "qwen3"}, {"qwen3moe", "qwen3_moe"},
       {"olmoe", "olmoe"}, {"gemma2", "gemma2"}, {"gemma3", "gemma3_text"}, {"deepseek2", "deepseek_v2"},
-      {"phi3", "phi3"}, {"smollm3", "smollm3"},
+      {"phi3", "phi3"}, {"smollm3", "smollm3"}, {"gemma", "gemma"},
   };
   return list;
 }
