@@ -34,7 +34,8 @@ const wren::text::Tokenizer& tokenizer() {
     wren::text::BpeTrainOptions o{.vocab_size = 300};
     for (const char* s : {"<|im_start|>", "<|im_end|>", "<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>",
                           "<|eot_id|>", "<bos>", "<start_of_turn>", "<end_of_turn>", "<s>", "</s>",
-                          "<｜begin▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>", "<｜end▁of▁sentence｜>"})
+                          "<｜begin▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>", "<｜end▁of▁sentence｜>",
+                          "<|system|>", "<|user|>", "<|assistant|>", "<|end|>"})
       o.special_tokens.push_back(s);
     return wren::text::Tokenizer::from_json(wren::text::train_bpe({"Hello, world. The user asks."}, o), "fuzz tokenizer");
   }();
@@ -85,7 +86,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     format = wren::serve::chat_format_for(dir, "");
   } catch (const std::runtime_error&) {
-    format = wren::serve::ChatFormat(size % 7);
+    format = wren::serve::ChatFormat(size % (int(wren::serve::ChatFormat::wren) + 1));  // wren is the last
   }
   const wren::serve::ChatTemplate tmpl(format, tokenizer());
   const std::vector<wren::serve::ChatMessage> ms = messages(rest);
