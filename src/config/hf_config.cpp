@@ -229,18 +229,23 @@ std::vector<bool> add_qwen_ffns(JsonReader& r, ModelConfig& c, int n_layers, con
 
 // ---- The layer schedule ------------------------------------------------------------------
 
-// Lays out `n_layers` layers naming their mixer and FFN, then drops specs no layer uses.
-void schedule(ModelConfig& c, int n_layers, const std::function<std::pair<std::string, std::string>(int)>& layer) {
-  for (int i = 0; i < n_layers; ++i) {
-    auto [mixer, ffn] = layer(i);
-    c.layers.push_back(LayerSpec{mixer, ffn, {}});
-  }
+// Drops the mixer and FFN specs no layer names.
+void drop_unused_specs(ModelConfig& c) {
   auto used = [&](const std::string& name, bool is_mixer) {
     return std::any_of(c.layers.begin(), c.layers.end(),
                        [&](const LayerSpec& l) { return (is_mixer ? l.mixer : l.ffn) == name; });
   };
   std::erase_if(c.mixers, [&](const NamedMixer& m) { return !used(m.name, true); });
   std::erase_if(c.ffns, [&](const NamedFfn& f) { return !used(f.name, false); });
+}
+
+// Lays out `n_layers` layers naming their mixer and FFN, then drops specs no layer uses.
+void schedule(ModelConfig& c, int n_layers, const std::function<std::pair<std::string, std::string>(int)>& layer) {
+  for (int i = 0; i < n_layers; ++i) {
+    auto [mixer, ffn] = layer(i);
+    c.layers.push_back(LayerSpec{mixer, ffn, {}});
+  }
+  drop_unused_specs(c);
 }
 
 // "attention" and "sliding" mixers (the second with `window`), placed by `sliding_layers`.
@@ -319,9 +324,7 @@ ModelConfig map_smollm3(JsonReader& r) {
     }
     name = nope;
   }
-  std::erase_if(c.mixers, [&](const NamedMixer& m) {
-    return std::none_of(c.layers.begin(), c.layers.end(), [&](const LayerSpec& l) { return l.mixer == m.name; });
-  });
+  drop_unused_specs(c);
   return c;
 }
 ModelConfig map_mistral(JsonReader& r) { return map_dense(r, {.window = DenseFamily::Window::mistral}); }
@@ -448,9 +451,6 @@ ModelConfig map_deepseek(JsonReader& r, bool v3) {
 ModelConfig map_deepseek_v2(JsonReader& r) { return map_deepseek(r, false); }
 ModelConfig map_deepseek_v3(JsonReader& r) { return map_deepseek(r, true); }
 
-// Gemma 2 / 3: embeddings scaled by sqrt(d), RMSNorm gains as (1 + w) before and after each
-// block, GeGLU, tied head; local (sliding) and global layers alternate. Gemma 2 soft-caps
-// attention and final logits; Gemma 3 adds per-head QK-norm and a separate RoPE base for local layers.
 // Gemma 1: pre-norm layers with 1 + w gains, the embedding scaled by sqrt(d), GeGLU (the tanh
 // approximation: transformers' hidden_activation, which replaces the original configs' exact
 // "gelu" with it), tied embeddings; no windows or soft-caps.
@@ -466,6 +466,9 @@ ModelConfig map_gemma1(JsonReader& r) {
   return c;
 }
 
+// Gemma 2 / 3: embeddings scaled by sqrt(d), RMSNorm gains as (1 + w) before and after each
+// block, GeGLU, tied head; local (sliding) and global layers alternate. Gemma 2 soft-caps
+// attention and final logits; Gemma 3 adds per-head QK-norm and a separate RoPE base for local layers.
 ModelConfig map_gemma(JsonReader& r, int version) {
   ModelConfig c = read_model(r, true, 1e-6);
   const int L = required_int(r, "num_hidden_layers", 1, kMaxLayers);

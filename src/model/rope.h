@@ -1,6 +1,6 @@
 // model/: the rotary frequencies a layer's config asks for. Llama-3 scaling is the kernels';
-// linear interpolation, YaRN (DeepSeek, gpt-oss) and LongRoPE (Phi-3) are formed here from the same Rope fields
-// the explorer and the trainer read.
+// linear interpolation, YaRN (DeepSeek, gpt-oss) and LongRoPE (Phi-3) are formed here from the
+// same Rope fields the explorer and the trainer read.
 #pragma once
 
 #include <cstdint>

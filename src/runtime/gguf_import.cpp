@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
+#include <set>
 #include <unordered_set>
 
 #include "config/hf_config.h"
@@ -437,11 +438,12 @@ std::vector<std::string> GgufModel::unused(const WeightMap& map) const {
   std::unordered_set<const GgufTensor*> read;
   for (const TensorInfo& t : map.tensors)
     for (const ElementRun& r : runs(t)) read.insert(r.gguf);
+  // Read into the config, not the weights: Llama 3's divisors, Phi-3's LongRoPE factors.
+  static const std::set<std::string> config_tensors = {"rope_freqs.weight", "rope_factors_short.weight",
+                                                        "rope_factors_long.weight"};
   std::vector<std::string> out;
   for (const GgufTensor& t : file_.tensors())
-    if (!read.count(&t) && t.name != "rope_freqs.weight" && t.name != "rope_factors_short.weight" &&
-        t.name != "rope_factors_long.weight")
-      out.push_back(t.name);  // those are read into the config
+    if (!read.count(&t) && !config_tensors.count(t.name)) out.push_back(t.name);
   return out;
 }
 
