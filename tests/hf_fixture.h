@@ -155,7 +155,7 @@ inline void add_attention(HfModel& m, const std::string& p, const Layout& l) {
     m.add(p + "q_norm.weight", {kHeadDim}, 0.1f, gemma ? 0.0f : 1.0f);
     m.add(p + "k_norm.weight", {kHeadDim}, 0.1f, gemma ? 0.0f : 1.0f);
   }
-  if (l.type == "olmoe") {
+  if (l.type == "olmoe" || l.type.rfind("olmo", 0) == 0) {  // OLMoE, OLMo 2, Olmo 3: over all heads
     m.add(p + "q_norm.weight", {q}, 0.1f, 1.0f);
     m.add(p + "k_norm.weight", {kv}, 0.1f, 1.0f);
   }
@@ -211,12 +211,11 @@ inline HfModel make_dense_or_moe(const Layout& l) {
   for (int i = 0; i < kLayers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     const float mean = gemma ? 0.0f : 1.0f;
-    m.add(p + "input_layernorm.weight", {kD}, 0.1f, mean);
+    const bool post = l.type == "olmo2" || l.type == "olmo3";
+    if (!post) m.add(p + "input_layernorm.weight", {kD}, 0.1f, mean);
     m.add(p + "post_attention_layernorm.weight", {kD}, 0.1f, mean);
-    if (gemma && l.type != "gemma") {  // Gemma 2 / 3: sandwich norms
-      m.add(p + "pre_feedforward_layernorm.weight", {kD}, 0.1f, mean);
-      m.add(p + "post_feedforward_layernorm.weight", {kD}, 0.1f, mean);
-    }
+    if (gemma && l.type != "gemma") m.add(p + "pre_feedforward_layernorm.weight", {kD}, 0.1f, mean);  // Gemma 2 / 3: sandwich norms
+    if ((gemma && l.type != "gemma") || post) m.add(p + "post_feedforward_layernorm.weight", {kD}, 0.1f, mean);
     add_attention(m, p + "self_attn.", l);
     if (!l.moe) add_mlp(m, p + "mlp.", kInter);
     else add_experts(m, p + (l.type == "mixtral" ? "block_sparse_moe." : "mlp."), l);
@@ -247,6 +246,29 @@ inline HfModel make_phi3() {
   m.config["original_max_position_embeddings"] = 4;
   m.config["sliding_window"] = 5;
   m.config["rope_scaling"] = {{"type", "longrope"}, {"short_factor", short_factor}, {"long_factor", long_factor}};
+  return m;
+}
+
+// Granite's multipliers over Llama's layers; Granite MoE (`moe`) with its experts stacked as
+// input_linear / output_linear.
+inline void set_granite_multipliers(HfModel& m) {
+  m.config["embedding_multiplier"] = 3.0, m.config["attention_multiplier"] = 0.11;
+  m.config["residual_multiplier"] = 0.4, m.config["logits_scaling"] = 2.5;
+}
+inline HfModel make_granite(bool moe) {
+  HfModel m = make_dense_or_moe({.type = moe ? "granitemoe" : "granite"});
+  set_granite_multipliers(m);
+  if (!moe) return m;
+  m.config["num_local_experts"] = kExperts, m.config["num_experts_per_tok"] = kTopK;
+  m.config["intermediate_size"] = kExpertHidden;
+  for (int i = 0; i < kLayers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    for (const char* w : {"gate_proj", "up_proj", "down_proj"}) m.tensors.erase(p + "mlp." + w + ".weight");
+    const std::string q = p + "block_sparse_moe.";
+    m.add(q + "router.layer.weight", {kExperts, kD}, 0.3f);
+    m.add(q + "input_linear.weight", {kExperts, 2 * kExpertHidden, kD}, 0.08f);
+    m.add(q + "output_linear.weight", {kExperts, kD, kExpertHidden}, 0.08f);
+  }
   return m;
 }
 
@@ -291,6 +313,7 @@ class HfOracle {
   explicit HfOracle(const HfModel& m) : m_(m), c_(m.config), type_(m.config["model_type"].get<std::string>()) {
     gemma_ = type_.rfind("gemma", 0) == 0;
     sandwich_ = gemma_ && type_ != "gemma";
+    post_ = type_ == "olmo2" || type_ == "olmo3";
     eps_ = c_.value("rms_norm_eps", 1e-6);
     keys_.resize(kLayers), values_.resize(kLayers);
   }
@@ -300,10 +323,12 @@ class HfOracle {
           m_.at("model.embed_tokens.weight").begin() + int64_t(token + 1) * kD);
     if (gemma_)
       for (float& x : h) x *= std::sqrt(float(kD));
+    for (float& x : h) x *= c_.value("embedding_multiplier", 1.0f);  // Granite
     for (int i = 0; i < kLayers; ++i) layer(i, h);
     norm(h.data(), kD, "model.norm.weight");
     const std::string head = m_.has("lm_head.weight") ? "lm_head.weight" : "model.embed_tokens.weight";
     Vec logits = matvec(m_.at(head), kVocab, kD, h.data());
+    for (float& x : logits) x /= c_.value("logits_scaling", 1.0f);  // Granite
     if (c_.contains("final_logit_softcapping")) {
       const float cap = c_["final_logit_softcapping"].get<float>();
       for (float& x : logits) x = cap * std::tanh(x / cap);
@@ -323,16 +348,18 @@ class HfOracle {
 
   void layer(int i, Vec& h) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
+    // OLMo 2 / Olmo 3 (post_): the sublayers read h itself, their outputs are normalised.
     Vec x = h;
-    norm(x.data(), kD, p + "input_layernorm.weight");
+    if (!post_) norm(x.data(), kD, p + "input_layernorm.weight");
     Vec a = type_.rfind("deepseek", 0) == 0 ? mla(i, p + "self_attn.", x) : attention(i, p + "self_attn.", x);
-    if (sandwich_) norm(a.data(), kD, p + "post_attention_layernorm.weight");
-    for (int k = 0; k < kD; ++k) h[k] += a[k];
+    if (sandwich_ || post_) norm(a.data(), kD, p + "post_attention_layernorm.weight");
+    const float residual = c_.value("residual_multiplier", 1.0f);  // Granite
+    for (int k = 0; k < kD; ++k) h[k] += a[k] * residual;
     x = h;
-    norm(x.data(), kD, p + (sandwich_ ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight"));
+    if (!post_) norm(x.data(), kD, p + (sandwich_ ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight"));
     Vec f = ffn(i, p, x);
-    if (sandwich_) norm(f.data(), kD, p + "post_feedforward_layernorm.weight");
-    for (int k = 0; k < kD; ++k) h[k] += f[k];
+    if (sandwich_ || post_) norm(f.data(), kD, p + "post_feedforward_layernorm.weight");
+    for (int k = 0; k < kD; ++k) h[k] += f[k] * residual;
   }
 
   // Attention over the cached positions with HF's per-family details.
@@ -346,19 +373,23 @@ class HfOracle {
     } else {
       qv = proj(p + "q_proj", q, kD, x), kvec = proj(p + "k_proj", kv, kD, x), vv = proj(p + "v_proj", kv, kD, x);
     }
-    if (type_ == "olmoe") norm(qv.data(), q, p + "q_norm.weight"), norm(kvec.data(), kv, p + "k_norm.weight");
-    if (m_.has(p + "q_norm.weight") && type_ != "olmoe") {
+    const bool olmo = type_.rfind("olmo", 0) == 0;  // OLMoE, OLMo 2, Olmo 3: RMSNorm over all heads
+    if (olmo) norm(qv.data(), q, p + "q_norm.weight"), norm(kvec.data(), kv, p + "k_norm.weight");
+    if (m_.has(p + "q_norm.weight") && !olmo) {
       for (int hd = 0; hd < kHeads; ++hd) norm(qv.data() + hd * kHeadDim, kHeadDim, p + "q_norm.weight");
       for (int hd = 0; hd < kKvHeads; ++hd) norm(kvec.data() + hd * kHeadDim, kHeadDim, p + "k_norm.weight");
     }
     const bool sliding = (type_ == "gemma2" && i % 2 == 0) || (type_ == "gemma3_text" && (i + 1) % 2 != 0) ||
-                         (type_ == "phi3" && c_.contains("sliding_window"));
+                         (type_ == "phi3" && c_.contains("sliding_window")) ||
+                         (type_ == "olmo3" && c_["layer_types"][i] == "sliding_attention");
     const double theta = type_ == "gemma3_text" && sliding ? 100.0 : c_["rope_theta"].get<double>();
     const bool nope = c_.contains("no_rope_layers") && c_["no_rope_layers"][i].get<int>() == 0;  // SmolLM3
-    for (int hd = 0; hd < kHeads && !nope; ++hd) rotate(qv.data() + hd * kHeadDim, theta);
-    for (int hd = 0; hd < kKvHeads && !nope; ++hd) rotate(kvec.data() + hd * kHeadDim, theta);
+    // Olmo 3's sliding layers rotate with rope_type "default": no scaling.
+    const bool scaled = !(type_ == "olmo3" && sliding);
+    for (int hd = 0; hd < kHeads && !nope; ++hd) rotate(qv.data() + hd * kHeadDim, theta, scaled);
+    for (int hd = 0; hd < kKvHeads && !nope; ++hd) rotate(kvec.data() + hd * kHeadDim, theta, scaled);
     keys_[i].push_back(kvec), values_[i].push_back(vv);
-    const double scale = 1.0 / std::sqrt(c_.value("query_pre_attn_scalar", double(kHeadDim)));
+    const double scale = c_.value("attention_multiplier", 1.0 / std::sqrt(c_.value("query_pre_attn_scalar", double(kHeadDim))));
     const int window = sliding ? c_["sliding_window"].get<int>() : 1 << 30;
     Vec o(static_cast<size_t>(q));
     for (int hd = 0; hd < kHeads; ++hd) {
@@ -383,9 +414,14 @@ class HfOracle {
   // _compute_longrope_parameters and its dynamic update: the long factors once the sequence
   // (pos + 1) is longer than original_max_position_embeddings L, and cos and sin scaled by
   // sqrt(1 + ln s / ln L), s = max_position_embeddings / L.
-  void rotate(float* x, double theta) const {
+  // Linear scaling ("rope_type": "linear") divides every frequency by its factor.
+  void rotate(float* x, double theta, bool scaled = true) const {
     const int r = int(std::lround(c_.value("partial_rotary_factor", 1.0) * kHeadDim));
-    if (!c_.contains("rope_scaling") || c_["rope_scaling"].value("type", "") != "longrope") return rope_half(x, r, pos_, theta);
+    if (scaled && c_.contains("rope_scaling") && c_["rope_scaling"].value("rope_type", "") == "linear") {
+      const std::vector<double> factor(size_t(r / 2), c_["rope_scaling"]["factor"].get<double>());
+      return rope_half(x, r, pos_, theta, factor.data());
+    }
+    if (!scaled || !c_.contains("rope_scaling") || c_["rope_scaling"].value("type", "") != "longrope") return rope_half(x, r, pos_, theta);
     const Json& sc = c_["rope_scaling"];
     const double L = c_["original_max_position_embeddings"].get<double>(), s = c_["max_position_embeddings"].get<double>() / L;
     const std::vector<double> factor = sc[pos_ + 1 > L ? "long_factor" : "short_factor"].get<std::vector<double>>();
@@ -457,6 +493,7 @@ class HfOracle {
     const int hidden = m_.config.value("intermediate_size", kInter);
     if (m_.has(q + "gate_up_proj.weight"))
       return mlp(m_.at(q + "gate_up_proj.weight"), m_.at(q + "gate_up_proj.weight"), m_.at(q + "down_proj.weight"), hidden, x, 0, hidden);
+    if (type_ == "granitemoe") return granite_moe(p + "block_sparse_moe.", x);
     if (!m_.has(q + "gate.weight")) return named_mlp(q, hidden, x);
     Vec logits = matvec(m_.at(q + "gate.weight"), kExperts, kD, x.data());
     double mx = -INFINITY, sum = 0;
@@ -495,10 +532,33 @@ class HfOracle {
     return y;
   }
 
+  // GraniteMoeTopKGating: the top-k router logits, then a softmax over them; each expert's
+  // input_linear rows are its gate then its up projection.
+  Vec granite_moe(const std::string& q, const Vec& x) {
+    const Vec logits = matvec(m_.at(q + "router.layer.weight"), kExperts, kD, x.data());
+    std::vector<int> order(kExperts);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return logits[a] > logits[b]; });
+    double sum = 0;
+    for (int k = 0; k < kTopK; ++k) sum += std::exp(double(logits[order[k]] - logits[order[0]]));
+    const auto& in = m_.at(q + "input_linear.weight");
+    const auto& out = m_.at(q + "output_linear.weight");
+    Vec y(kD, 0.0f);
+    for (int k = 0; k < kTopK; ++k) {
+      const int e = order[k];
+      std::vector<float> down(out.begin() + int64_t(e) * kD * kExpertHidden, out.begin() + int64_t(e + 1) * kD * kExpertHidden);
+      const Vec o = mlp(in, in, down, kExpertHidden, x, int64_t(e) * 2 * kExpertHidden, int64_t(e) * 2 * kExpertHidden + kExpertHidden);
+      const double w = std::exp(double(logits[e] - logits[order[0]])) / sum;
+      for (int r = 0; r < kD; ++r) y[r] += float(w * o[r]);
+    }
+    return y;
+  }
+
   const HfModel& m_;
   const Json& c_;
   std::string type_;
   bool gemma_ = false, sandwich_ = false;  // Gemma: 1 + w gains, sqrt(d) embedding, GeGLU; 2 / 3: sandwich norms
+  bool post_ = false;                      // OLMo 2 / Olmo 3: x + norm(f(x))
   double eps_ = 1e-6;
   int64_t pos_ = 0;
   std::vector<std::vector<Vec>> keys_, values_;

@@ -252,18 +252,23 @@ void write_llama_gguf(HfModel& m, const std::string& path, const std::map<std::s
   GgufWriter w;
   set_fixture_shape(w, arch);
   set_tokenizer(w, tokenizer_model, pre);
-  auto name_of = [](const std::string& hf) -> std::string {
+  auto name_of = [&arch](const std::string& hf) -> std::string {
     if (hf == "model.embed_tokens.weight") return "token_embd.weight";
     if (hf == "model.norm.weight") return "output_norm.weight";
     if (hf == "lm_head.weight") return "output.weight";
     static const std::map<std::string, std::string> layer = {
         {"input_layernorm.weight", "attn_norm.weight"}, {"post_attention_layernorm.weight", "ffn_norm.weight"},
+        {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
         {"self_attn.q_proj.weight", "attn_q.weight"}, {"self_attn.k_proj.weight", "attn_k.weight"},
         {"self_attn.v_proj.weight", "attn_v.weight"}, {"self_attn.o_proj.weight", "attn_output.weight"},
+        {"self_attn.q_norm.weight", "attn_q_norm.weight"}, {"self_attn.k_norm.weight", "attn_k_norm.weight"},
         {"mlp.gate_proj.weight", "ffn_gate.weight"}, {"mlp.up_proj.weight", "ffn_up.weight"},
         {"mlp.down_proj.weight", "ffn_down.weight"}};
     const size_t dot = hf.find('.', 13);
-    return "blk." + hf.substr(13, dot - 13) + "." + layer.at(hf.substr(dot + 1));
+    const std::string rel = hf.substr(dot + 1);
+    // OLMo 2's post_attention_layernorm follows the attention (llama.cpp's ATTN_POST_NORM).
+    const std::string name = arch == "olmo2" && rel == "post_attention_layernorm.weight" ? "post_attention_norm.weight" : layer.at(rel);
+    return "blk." + hf.substr(13, dot - 13) + "." + name;
   };
   uint32_t seed = 100;
   for (auto& [hf, t] : m.tensors) {
@@ -285,7 +290,7 @@ void write_llama_gguf(HfModel& m, const std::string& path, const std::map<std::s
         std::memcpy(bytes.data() + 4 * k, &stored, 4);
       }
     }
-    const bool permute = (arch == "llama" || arch == "smollm3") &&
+    const bool permute = (arch == "llama" || arch == "smollm3" || arch == "granite") &&
                          (name.find("attn_q.") != std::string::npos || name.find("attn_k.") != std::string::npos);
     if (permute) {
       const int heads = name.find("attn_q.") != std::string::npos ? kHeads : kKvHeads;
@@ -347,6 +352,103 @@ TEST(ConvertGguf, GemmaMatchesHfForward) {
   HfModel m = make_dense_or_moe({.type = "gemma"});
   write_llama_gguf(m, dir / "m.gguf", {{"attn_k.weight", GgmlType::Q8_0}}, "gpt2", "gpt-2", nullptr, "gemma");
   expect_converted_matches(m, dir);
+}
+
+// Granite: Llama's layout (q and k permuted) with the four multipliers under llama.cpp's names
+// (logit_scale is the divisor, as transformers' logits_scaling).
+void set_granite_scales(GgufWriter& w, const std::string& arch) {
+  w.set_f32(arch + ".embedding_scale", 3.0f), w.set_f32(arch + ".residual_scale", 0.4f);
+  w.set_f32(arch + ".attention.scale", 0.11f), w.set_f32(arch + ".logit_scale", 2.5f);
+}
+TEST(ConvertGguf, GraniteMultipliersMatchHfForward) {
+  TempDir dir;
+  HfModel m = make_granite(false);
+  write_llama_gguf(m, dir / "m.gguf", {{"ffn_down.weight", GgmlType::Q8_0}}, "gpt2", "gpt-2",
+                   [](GgufWriter& w) { set_granite_scales(w, "granite"); }, "granite");
+  expect_converted_matches(m, dir);
+}
+
+// Granite MoE's metadata: llama.cpp's expert_count is transformers' num_local_experts, and its
+// router is the softmax over the top-k logits.
+TEST(ConvertGguf, GraniteMoeMetadataMapsToItsRouting) {
+  TempDir dir;
+  GgufWriter w;
+  set_fixture_shape(w, "granitemoe");
+  set_granite_scales(w, "granitemoe");
+  w.set_u32("granitemoe.expert_count", 8), w.set_u32("granitemoe.expert_used_count", 2);
+  w.add_tensor("token_embd.weight", GgmlType::F32, {kVocab, kD}, [](const ByteSink& sink) {
+    const std::vector<float> zeros(size_t(kVocab) * kD, 0.0f);
+    sink(zeros.data(), zeros.size() * 4);
+  });
+  w.write(dir / "m.gguf");
+  const ModelConfig c = GgufModel(dir / "m.gguf").config();
+  EXPECT_EQ(c.ffn(0).kind, FfnKind::moe);
+  EXPECT_EQ(c.ffn(0).n_experts, 8);
+  EXPECT_EQ(c.ffn(0).top_k, 2);
+  EXPECT_EQ(c.ffn(0).gates, GateNorm::softmax_topk);
+  EXPECT_FLOAT_EQ(float(c.residual_scale), 0.4f);
+  EXPECT_FLOAT_EQ(float(c.logit_divisor), 2.5f);
+  EXPECT_FLOAT_EQ(float(c.mixer(0).scale), 0.11f);
+}
+
+// OLMo 2: no q / k permutation (NEOX rotation), the norms after each sublayer as
+// post_attention_norm / post_ffw_norm, QK-norm over all heads.
+TEST(ConvertGguf, Olmo2MatchesHfForward) {
+  TempDir dir;
+  HfModel m = make_dense_or_moe({.type = "olmo2"});
+  write_llama_gguf(m, dir / "m.gguf", {{"attn_q.weight", GgmlType::Q8_0}}, "gpt2", "gpt-2", nullptr, "olmo2");
+  expect_converted_matches(m, dir);
+}
+
+// Olmo 3 is llama.cpp's olmo2 with a window and a per-layer sliding pattern (its converter
+// writes layer_types as booleans); the sliding layers rotate without the scaling.
+TEST(ConvertGguf, Olmo3ReadsItsSlidingPattern) {
+  TempDir dir;
+  HfModel m = make_dense_or_moe({.type = "olmo3"});
+  m.config["sliding_window"] = 3;
+  m.config["layer_types"] = {"sliding_attention", "full_attention"};
+  m.config["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 4.0}};
+  write_llama_gguf(m, dir / "m.gguf", {}, "gpt2", "gpt-2", [](GgufWriter& w) {
+    w.set_u32("olmo2.attention.sliding_window", 3);
+    GgufValue pattern;
+    pattern.type = GgufType::array, pattern.elem = GgufType::boolean, pattern.ints = {1, 0};
+    w.set("olmo2.attention.sliding_window_pattern", pattern);
+    w.set_string("olmo2.rope.scaling.type", "linear"), w.set_f32("olmo2.rope.scaling.factor", 4.0f);
+  }, "olmo2");
+  expect_converted_matches(m, dir);
+  const ModelConfig c = GgufModel(dir / "m.gguf").config();
+  EXPECT_EQ(c.mixer(0).window, 3);
+  EXPECT_EQ(c.mixer(1).window, 0);
+}
+
+// YaRN outside deepseek2, as llama.cpp's converter writes transformers' rope_parameters: on an
+// Olmo 3 file the full layers take it, the sliding ones rotate unscaled.
+TEST(ConvertGguf, YarnMetadataMapsToTheFullLayers) {
+  TempDir dir;
+  GgufWriter w;
+  set_fixture_shape(w, "olmo2");
+  w.set_u32("olmo2.attention.sliding_window", 3);
+  w.set_string("olmo2.rope.scaling.type", "yarn"), w.set_f32("olmo2.rope.scaling.factor", 8.0f);
+  w.set_u32("olmo2.rope.scaling.original_context_length", 16), w.set_f32("olmo2.rope.scaling.yarn_beta_fast", 16.0f);
+  w.set_f32("olmo2.rope.scaling.yarn_attn_factor", 1.5f);
+  w.add_tensor("token_embd.weight", GgmlType::F32, {kVocab, kD}, [](const ByteSink& sink) {
+    const std::vector<float> zeros(size_t(kVocab) * kD, 0.0f);
+    sink(zeros.data(), zeros.size() * 4);
+  });
+  w.write(dir / "m.gguf");
+  const ModelConfig c = GgufModel(dir / "m.gguf").config();
+  EXPECT_EQ(c.mixer(0).window, 3);  // with two layers and the default step of 4, layer 0 slides
+  EXPECT_EQ(c.mixer(0).rope->yarn_factor, 0.0);
+  EXPECT_EQ(c.mixer(1).window, 3);
+  w.set_u32("olmo2.attention.sliding_window_pattern", 2);
+  w.write(dir / "m.gguf");
+  const ModelConfig d = GgufModel(dir / "m.gguf").config();
+  const Rope& full = *d.mixer(1).rope;
+  EXPECT_EQ(d.mixer(1).window, 0);
+  EXPECT_EQ(full.yarn_factor, 8.0);
+  EXPECT_EQ(full.yarn_original_context, 16);
+  EXPECT_EQ(full.yarn_beta_fast, 16.0);
+  EXPECT_NEAR(full.yarn_mscale, 0.5 / (0.1 * std::log(8.0)), 1e-6);
 }
 
 // ---- Phi-3: fused tensors and LongRoPE -----------------------------------------------------------

@@ -62,6 +62,17 @@ TEST(ConvertHf, GemmaMatchesHfForward) { expect_logits_match(make_dense_or_moe({
 TEST(ConvertHf, Gemma2MatchesHfForward) { expect_logits_match(make_dense_or_moe({.type = "gemma2"}), 2); }
 TEST(ConvertHf, Gemma3MatchesHfForward) { expect_logits_match(make_dense_or_moe({.type = "gemma3_text"}), 2); }
 TEST(ConvertHf, OlmoeMatchesHfForward) { expect_logits_match(make_dense_or_moe({.type = "olmoe", .moe = true}), 2); }
+TEST(ConvertHf, Olmo2PostNormMatchesHfForward) { expect_logits_match(make_dense_or_moe({.type = "olmo2"}), 2); }
+// Olmo 3: a sliding layer (window 3) rotating without the config's scaling, then a full one with it.
+TEST(ConvertHf, Olmo3SlidingLayersRotateUnscaled) {
+  HfModel m = make_dense_or_moe({.type = "olmo3"});
+  m.config["sliding_window"] = 3;
+  m.config["layer_types"] = {"sliding_attention", "full_attention"};
+  m.config["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 4.0}};
+  expect_logits_match(m, 1);
+}
+TEST(ConvertHf, GraniteMultipliersMatchHfForward) { expect_logits_match(make_granite(false), 2); }
+TEST(ConvertHf, GraniteMoeMatchesHfForward) { expect_logits_match(make_granite(true), 2); }
 TEST(ConvertHf, MixtralMatchesHfForward) { expect_logits_match(make_dense_or_moe({.type = "mixtral", .moe = true}), 2); }
 TEST(ConvertHf, Qwen3MoePerExpertMatchesHfForward) {
   expect_logits_match(make_dense_or_moe({.type = "qwen3_moe", .moe = true}), 3);

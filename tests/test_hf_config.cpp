@@ -68,6 +68,14 @@ TEST(HfConfigTotals, MatchPublishedFigures) {
       {"gemma-3-1b-pt", 999'885'952},         // index total_size 1,999,771,904 / 2
       {"phi-3.5-mini-instruct", 3'821'079'552},  // index total_size 7,642,159,104 / 2
       {"smollm3-3b", 3'075'098'624},             // the model page's 3.08B (bf16, tied embeddings)
+      // The model pages' 1.48B and 7.3B; by HF's modules, 2 V d + L (4 d^2 + 3 d ffn + 4 d) + d
+      // (q_norm and k_norm over all heads, d each with as many KV heads as query heads).
+      {"olmo-2-0425-1b", int64_t(2) * 100352 * 2048 + int64_t(16) * (4 * 2048 * 2048 + 3 * 2048 * 8192 + 4 * 2048) + 2048},
+      // The model pages' 2.53B and 1.33B (tied): V d + L (2 d^2 + 2 d kv + 3 d ffn + 2 d) + d, the MoE's
+      // ffn term E (3 d ffn) + E d for the router.
+      {"granite-3.3-2b-instruct", int64_t(49159) * 2048 + int64_t(40) * (2 * 2048 * 2048 + 2 * 2048 * 512 + 3 * 2048 * 8192 + 2 * 2048) + 2048},
+      {"granite-3.1-1b-a400m-instruct", int64_t(49155) * 1024 + int64_t(24) * (2 * 1024 * 1024 + 2 * 1024 * 512 + 32 * 3 * 1024 * 512 + 32 * 1024 + 2 * 1024) + 1024},
+      {"olmo-3-7b-instruct", int64_t(2) * 100278 * 4096 + 32 * (int64_t(4) * 4096 * 4096 + 3 * 4096 * 11008 + 4 * 4096) + 4096},
       {"gemma-2b", 2'506'172'416},               // index total_size 5,012,344,832 / 2
       // Text model only: index total_size 8,600,158,944 / 2, less the vision tower and projector.
       {"gemma-3-4b-it", 4'300'079'472 - siglip - projector},
@@ -257,6 +265,54 @@ TEST(HfConfigMapping, Gemma1) {
   EXPECT_EQ(c.mixer(0).n_kv_heads, 1);
   EXPECT_EQ(c.mixer(0).head_dim, 256);
   EXPECT_EQ(c.mixer(0).window, 0);
+}
+
+// OLMo 2: post norms only, QK-norm over all heads. Olmo 3: three sliding layers to a full one,
+// the sliding ones rotating without the YaRN scaling; its explicit attention_factor is the mscale
+// whose m(8, k) = 0.1 k ln 8 + 1 it equals (here the default's k = 1).
+TEST(HfConfigMapping, Olmo2And3) {
+  ModelConfig c = load_hf_config(fixture("olmo-2-0425-1b"));
+  EXPECT_EQ(c.norm.placement, NormPlacement::post);
+  EXPECT_EQ(c.mixer(0).qk_norm, QkNorm::full);
+  EXPECT_EQ(c.mixers.size(), 1u);
+  EXPECT_EQ(c.mixer(0).window, 0);
+  EXPECT_DOUBLE_EQ(c.mixer(0).rope->theta, 5e5);
+  ModelConfig o3 = load_hf_config(fixture("olmo-3-7b-instruct"));
+  EXPECT_EQ(o3.norm.placement, NormPlacement::post);
+  for (int i = 0; i < o3.n_layers(); ++i) {
+    const MixerSpec& m = o3.mixer(i);
+    EXPECT_EQ(m.window, (i + 1) % 4 ? 4096 : 0) << i;
+    EXPECT_EQ(m.rope->yarn_factor, (i + 1) % 4 ? 0.0 : 8.0) << i;
+    EXPECT_DOUBLE_EQ(m.rope->theta, 5e5) << i;
+  }
+  EXPECT_NEAR(o3.mixer(3).rope->yarn_mscale, 1.0, 1e-12);
+  Json other = fixture_json("olmo-3-7b-instruct");
+  other["rope_scaling"]["attention_factor"] = 1.5;
+  EXPECT_NEAR(import_hf_config(other, "olmo3.json").mixer(3).rope->yarn_mscale, 0.5 / (0.1 * std::log(8.0)), 1e-12);
+  other.erase("layer_types");  // transformers' default: every fourth layer full
+  ModelConfig d = import_hf_config(other, "olmo3.json");
+  for (int i = 0; i < d.n_layers(); ++i) EXPECT_EQ(d.mixer(i).window, (i + 1) % 4 ? 4096 : 0) << i;
+}
+
+// Granite: the multipliers as the model description's embedding scale, softmax scale,
+// residual scale and logit divisor; Granite MoE's softmax over the top-k router logits.
+TEST(HfConfigMapping, GraniteMultipliers) {
+  for (const char* name : {"granite-3.3-2b-instruct", "granite-3.1-1b-a400m-instruct"}) {
+    ModelConfig c = load_hf_config(fixture(name));
+    EXPECT_DOUBLE_EQ(c.embedding_scale, 12.0) << name;
+    EXPECT_DOUBLE_EQ(c.residual_scale, 0.22) << name;
+    EXPECT_DOUBLE_EQ(c.mixer(0).scale, 0.015625) << name;
+    EXPECT_TRUE(c.tie_embeddings) << name;
+  }
+  EXPECT_DOUBLE_EQ(load_hf_config(fixture("granite-3.3-2b-instruct")).logit_divisor, 8.0);
+  ModelConfig moe = load_hf_config(fixture("granite-3.1-1b-a400m-instruct"));
+  EXPECT_DOUBLE_EQ(moe.logit_divisor, 6.0);
+  EXPECT_EQ(moe.ffn(0).gates, GateNorm::softmax_topk);
+  EXPECT_EQ(moe.ffn(0).n_experts, 32);
+  EXPECT_EQ(moe.ffn(0).top_k, 8);
+  Json bad = fixture_json("granite-3.3-2b-instruct");
+  bad["residual_multiplier"] = -1.0;
+  EXPECT_NE(import_error(bad).find("residual_multiplier"), std::string::npos) << import_error(bad);
 }
 
 TEST(HfConfigMapping, Qwen3NextHybrid) {

@@ -81,6 +81,18 @@ void read_rope_scaling(JsonReader s, Rope& rope, int context_length, std::option
     rope.yarn_mscale = s.number_or("mscale", 1.0, 0.0, 1e6);
     rope.yarn_mscale_all_dim = s.number_or("mscale_all_dim", 0.0, 0.0, 1e6);
     rope.yarn_truncate = s.boolean_or("truncate", true);
+    // An explicit attention_factor (Olmo 3 writes one) replaces transformers' default
+    // m(factor, mscale) / m(factor, mscale_all_dim) for cos and sin; m(f, k) = 0.1 k ln f + 1
+    // is linear in k, so it is the mscale whose m is that factor, over an all-dim m of 1.
+    if (s.has("attention_factor")) {
+      const double a = s.number_or("attention_factor", 1.0, 1.0, 1e6);
+      if (rope.yarn_factor > 1.0) {
+        rope.yarn_mscale = (a - 1.0) / (0.1 * std::log(rope.yarn_factor));
+        rope.yarn_mscale_all_dim = 0.0;
+      } else if (a != 1.0) {
+        s.fail("attention_factor", "a factor other than 1 needs a YaRN factor above 1");
+      }
+    }
   } else if (type == "longrope" || type == "su") {
     read_longrope(s, rope, context_length, original_beside);
   } else {
@@ -530,6 +542,69 @@ ModelConfig map_olmoe(JsonReader& r) {
   return c;
 }
 
+// Granite's four multipliers over Llama's layers: embeddings scaled, the softmax scale given
+// outright (attention_multiplier in place of 1 / sqrt(head_dim)), each sublayer's output
+// scaled before it is added, the logits divided.
+void read_granite_multipliers(JsonReader& r, ModelConfig& c) {
+  c.embedding_scale = r.number_or("embedding_multiplier", 1.0, 1e-6, 1e6);
+  c.residual_scale = r.number_or("residual_multiplier", 1.0, 1e-6, 1e6);
+  c.logit_divisor = r.number_or("logits_scaling", 1.0, 1e-6, 1e6);
+  const double scale = r.number_or("attention_multiplier", 1.0, 1e-6, 1e6);
+  for (NamedMixer& m : c.mixers) m.spec.scale = scale;
+}
+
+ModelConfig map_granite(JsonReader& r) {
+  ModelConfig c = map_dense(r, {});
+  read_granite_multipliers(r, c);
+  return c;
+}
+
+// Granite MoE: the same multipliers; experts stacked as input_linear ([E, 2 ffn, d], gate rows
+// first) and output_linear, a softmax over the top-k router logits.
+ModelConfig map_granitemoe(JsonReader& r) {
+  ModelConfig c = read_model(r, false, 1e-6);
+  const int L = required_int(r, "num_hidden_layers", 1, kMaxLayers);
+  MixerSpec m = read_attention(r, c, 10000.0);
+  m.qkv_bias = m.o_bias = r.boolean_or("attention_bias", false);
+  c.mixers.push_back({"attention", m});
+  FfnSpec f = routed_ffn(r, "num_local_experts", "intermediate_size", read_activation(r, "hidden_act", "silu"));
+  f.gates = GateNorm::softmax_topk;
+  c.ffns.push_back({"moe", f});
+  schedule(c, L, [](int) { return std::pair{std::string("attention"), std::string("moe")}; });
+  read_granite_multipliers(r, c);
+  return c;
+}
+
+// OLMo 2 / Olmo 3: each sublayer reads the residual as it is and its output is normalised
+// before it is added (x + norm(f(x))); RMSNorm over the whole q and k projections, as OLMoE.
+// Olmo 3 adds sliding-window layers (by default all but every fourth), which rotate without the
+// config's RoPE scaling (transformers' rotary_embs["sliding_attention"] is rope_type "default").
+ModelConfig map_olmo(JsonReader& r, int version) {
+  ModelConfig c = read_model(r, false, 1e-5);
+  const int L = required_int(r, "num_hidden_layers", 1, kMaxLayers);
+  c.norm.placement = NormPlacement::post;
+  MixerSpec m = read_attention(r, c, 10000.0);
+  m.qk_norm = QkNorm::full;
+  m.qkv_bias = m.o_bias = r.boolean_or("attention_bias", false);
+  c.ffns.push_back({"dense", dense_ffn(required_int(r, "intermediate_size"), read_activation(r, "hidden_act", "silu"))});
+  const int window = version == 3 ? r.integer_or("sliding_window", 4096, 1) : 0;
+  const std::vector<bool> local = read_sliding_layers(r, L, window, [](int i) { return (i + 1) % 4 != 0; });
+  MixerSpec sliding = m;
+  sliding.window = window;
+  if (m.rope) {
+    sliding.rope = Rope{};
+    sliding.rope->theta = m.rope->theta;
+    sliding.rope->rotary_dim = m.rope->rotary_dim;
+  }
+  c.mixers.push_back({"attention", m});
+  c.mixers.push_back({"sliding", sliding});
+  schedule(c, L, [&](int i) { return std::pair{std::string(attention_name(local, i)), std::string("dense")}; });
+  return c;
+}
+
+ModelConfig map_olmo2(JsonReader& r) { return map_olmo(r, 2); }
+ModelConfig map_olmo3(JsonReader& r) { return map_olmo(r, 3); }
+
 // gpt-oss: alternating banded (sliding) and full attention with biases and a learned sink
 // logit per head; experts with biases and the clamped SwiGLU; softmax over the chosen router logits.
 ModelConfig map_gpt_oss(JsonReader& r) {
@@ -561,7 +636,8 @@ const std::vector<std::pair<std::string, Mapper>>& families() {
       {"qwen2", map_qwen2},         {"qwen3", map_qwen3},             {"qwen3_moe", map_qwen3_moe},
       {"qwen3_next", map_qwen3_next}, {"deepseek_v2", map_deepseek_v2}, {"deepseek_v3", map_deepseek_v3},
       {"gemma", map_gemma1},        {"gemma2", map_gemma2},           {"gemma3_text", map_gemma3_text},
-      {"olmoe", map_olmoe},
+      {"olmoe", map_olmoe},         {"olmo2", map_olmo2},             {"olmo3", map_olmo3},
+      {"granite", map_granite},     {"granitemoe", map_granitemoe},
       {"gpt_oss", map_gpt_oss},     {"phi3", map_phi3},               {"smollm3", map_smollm3},
   };
   return list;

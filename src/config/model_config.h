@@ -145,7 +145,9 @@ struct ResidualSpec {
   StreamReadout readout = StreamReadout::gate;
 };
 
-enum class NormPlacement { pre, sandwich };
+// Where a sublayer's RMSNorms sit: pre, x + f(norm(x)) (Llama); sandwich, x + norm(f(norm(x)))
+// (Gemma 2 / 3); post, x + norm(f(x)) (OLMo 2: the sublayer reads the residual as it is).
+enum class NormPlacement { pre, sandwich, post };
 struct NormSpec {
   double eps = 1e-6;
   NormPlacement placement = NormPlacement::pre;
@@ -199,6 +201,10 @@ struct ModelConfig {
   int context_length = 0;
   double embedding_scale = 1.0;  // e *= scale (Gemma: sqrt(d))
   double logit_softcap = 0.0;    // 0: none
+  // Granite's multipliers: each sublayer's output is scaled before it joins the residual,
+  // x + residual_scale f(x), and the logits are divided, z / logit_divisor (before any soft-cap).
+  double residual_scale = 1.0;
+  double logit_divisor = 1.0;
   NormSpec norm;
   ResidualSpec residual;
   std::optional<EngramSpec> engram;

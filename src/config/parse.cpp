@@ -22,7 +22,7 @@ const std::vector<std::string> kScores = {"softmax", "sigmoid"};
 const std::vector<std::string> kGateNorms = {"none", "normalize", "softmax_topk"};
 const std::vector<std::string> kResiduals = {"plain", "attn_residuals", "mhc"};
 const std::vector<std::string> kReadouts = {"gate", "sum"};
-const std::vector<std::string> kPlacements = {"pre", "sandwich"};
+const std::vector<std::string> kPlacements = {"pre", "sandwich", "post"};
 const std::vector<std::string> kEngramPlacements = {"residual_source", "gated_add"};
 const std::vector<std::string> kKvSources = {"own", "bridge", "reuse"};
 
@@ -178,6 +178,8 @@ ModelConfig parse_model_config(const Json& j, const std::string& origin) {
   c.context_length = r.integer("context_length", 1, kMaxContext);
   c.embedding_scale = r.number_or("embedding_scale", 1.0, 0.0, 1e6);
   c.logit_softcap = r.number_or("logit_softcap", 0.0, 0.0, 1e6);
+  c.residual_scale = r.number_or("residual_scale", 1.0, 1e-6, 1e6);
+  c.logit_divisor = r.number_or("logit_divisor", 1.0, 1e-6, 1e6);
   if (r.has("norm")) {
     JsonReader n = r.object("norm");
     c.norm.eps = n.number_or("eps", 1e-6, 1e-12, 1.0);  // eps > 0: the norm of a zero vector stays finite
@@ -370,6 +372,8 @@ Json to_json(const ModelConfig& c) {
   j["context_length"] = c.context_length;
   j["embedding_scale"] = c.embedding_scale;
   j["logit_softcap"] = c.logit_softcap;
+  j["residual_scale"] = c.residual_scale;
+  j["logit_divisor"] = c.logit_divisor;
   j["norm"] = {{"eps", c.norm.eps}, {"placement", kPlacements[int(c.norm.placement)]}, {"unit_offset", c.norm.unit_offset}};
   j["residual"] = {{"kind", kResiduals[int(c.residual.kind)]}, {"block_size", c.residual.block_size},
                    {"streams", c.residual.streams}, {"sinkhorn_iters", c.residual.sinkhorn_iters},

@@ -232,10 +232,11 @@ WeightMap build_weight_map(const ModelConfig& c) {
     const std::string p = "layers." + std::to_string(i) + ".";
     const LayerSpec& l = c.layers[i];
     b.component = Component::norms;
-    b.norm(p + "attn_norm", d);
-    if (c.norm.placement == NormPlacement::sandwich) b.norm(p + "attn_post_norm", d);
-    b.norm(p + "ffn_norm", d);
-    if (c.norm.placement == NormPlacement::sandwich) b.norm(p + "ffn_post_norm", d);
+    const bool pre = c.norm.placement != NormPlacement::post, post = c.norm.placement != NormPlacement::pre;
+    if (pre) b.norm(p + "attn_norm", d);
+    if (post) b.norm(p + "attn_post_norm", d);
+    if (pre) b.norm(p + "ffn_norm", d);
+    if (post) b.norm(p + "ffn_post_norm", d);
     if (res.kind == ResidualKind::attn_residuals) {
       attn_res_mix(b, p + "attn_res.", d);
       attn_res_mix(b, p + "ffn_res.", d);

@@ -65,6 +65,9 @@ void open_shards(const fs::path& root, TensorSet& set) {
 // Gemma 2 / 3: sandwich norms (Gemma 1 names its norms as Llama does).
 bool is_gemma(const std::string& type) { return type.rfind("gemma", 0) == 0 && type != "gemma"; }
 
+// Granite MoE: experts and router under their own names.
+bool granite_moe(const std::string& type) { return type == "granitemoe"; }
+
 }  // namespace
 
 HfCheckpoint::HfCheckpoint(const std::string& dir) : dir_(dir) {
@@ -140,7 +143,8 @@ std::vector<ElementRun> HfCheckpoint::layer_runs(int layer, const std::string& r
     return attention_runs(p + "self_attn.", rel.substr(5), t, m);
   }
   if (rel.rfind("ffn.", 0) == 0)
-    return ffn_runs(p + (model_type_ == "mixtral" ? "block_sparse_moe." : "mlp."), rel.substr(4), t, config_.ffn(layer));
+    return ffn_runs(p + (model_type_ == "mixtral" || granite_moe(model_type_) ? "block_sparse_moe." : "mlp."), rel.substr(4), t,
+                    config_.ffn(layer));
   throw IoError(dir_ + ": tensor " + t.name + " has no Hugging Face source for model_type " + model_type_);
 }
 
@@ -229,6 +233,7 @@ std::vector<ElementRun> HfCheckpoint::ffn_runs(const std::string& p, const std::
   auto bias = [&](const std::string& q, const std::string& b) {
     return whole(q + (b == "b_gate" ? "gate_proj.bias" : b == "b_up" ? "up_proj.bias" : "down_proj.bias"), t.shape);
   };
+  if (granite_moe(model_type_)) return granite_moe_runs(p, rel, t);
   if (rel == "w_gate" || rel == "w_up" || rel == "w_down") return mlp(p, rel, t.shape);
   if (rel == "b_gate" || rel == "b_up" || rel == "b_down") return bias(p, rel);
   if (rel == "router") return whole(p + "gate.weight", t.shape);
@@ -262,6 +267,21 @@ std::vector<ElementRun> HfCheckpoint::ffn_runs(const std::string& p, const std::
     return out;
   }
   (void)f;
+  throw IoError(dir_ + ": tensor ffn." + rel + " has no Hugging Face source for model_type " + model_type_);
+}
+
+// Granite MoE: router.layer; the experts' input_linear [E, 2 ffn, d] (each expert's gate rows,
+// then its up rows) and output_linear [E, d, ffn].
+std::vector<ElementRun> HfCheckpoint::granite_moe_runs(const std::string& p, const std::string& rel, const TensorInfo& t) const {
+  if (rel == "router") return whole(p + "router.layer.weight", t.shape);
+  if (rel == "experts.w_down") return whole(p + "output_linear.weight", t.shape);
+  if (rel == "experts.w_gate" || rel == "experts.w_up") {
+    const int64_t E = t.shape[0], r = t.shape[1], c = t.shape[2];
+    std::vector<ElementRun> out;
+    for (int64_t e = 0; e < E; ++e)
+      out.push_back(rows(p + "input_linear.weight", {E, 2 * r, c}, e * 2 * r + (rel == "experts.w_gate" ? 0 : r), r));
+    return out;
+  }
   throw IoError(dir_ + ": tensor ffn." + rel + " has no Hugging Face source for model_type " + model_type_);
 }
 

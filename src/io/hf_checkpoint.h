@@ -63,6 +63,7 @@ class HfCheckpoint {
                                          const MixerSpec& m) const;
   std::vector<ElementRun> mla_runs(const std::string& p, const std::string& rel, const TensorInfo& t,
                                    const MixerSpec& m) const;
+  std::vector<ElementRun> granite_moe_runs(const std::string& p, const std::string& rel, const TensorInfo& t) const;
   std::vector<ElementRun> ffn_runs(const std::string& p, const std::string& rel, const TensorInfo& t,
                                    const FfnSpec& f) const;
   std::vector<ElementRun> whole(const std::string& name, const Shape& expect) const;

@@ -40,7 +40,8 @@ std::string deepseek2_unexpressible(const ModelConfig& c) {
   std::set<std::string> why;
   if (c.residual.kind != ResidualKind::plain || c.engram) why.insert("attention residuals, mHC or engrams");
   if (c.norm.placement != NormPlacement::pre || c.norm.unit_offset || c.embedding_scale != 1.0 || c.logit_softcap)
-    why.insert("sandwich norms, 1 + w gains, embedding scaling or logit soft-capping");
+    why.insert("sandwich or post norms, 1 + w gains, embedding scaling or logit soft-capping");
+  if (c.residual_scale != 1.0 || c.logit_divisor != 1.0) why.insert("residual scales or logit divisors (Granite)");
   const MixerSpec& m0 = c.mixer(0);
   bool moe_seen = false;
   for (int i = 0; i < c.n_layers(); ++i) {
@@ -115,7 +116,8 @@ std::string unexpressible(const ModelConfig& c, bool gemma) {
     if (f.kind != c.ffn(0).kind) why.insert("a mix of dense and MoE layers");
   }
   if (!gemma && (c.norm.placement != NormPlacement::pre || c.norm.unit_offset || c.embedding_scale != 1.0 || c.logit_softcap))
-    why.insert("sandwich norms, 1 + w gains, embedding scaling or logit soft-capping outside Gemma");
+    why.insert("sandwich or post norms, 1 + w gains, embedding scaling or logit soft-capping outside Gemma");
+  if (c.residual_scale != 1.0 || c.logit_divisor != 1.0) why.insert("residual scales or logit divisors (Granite)");
   std::string out;
   for (auto& w : why) out += (out.empty() ? "" : ", ") + w;
   return out;

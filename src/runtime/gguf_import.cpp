@@ -26,7 +26,8 @@ const std::vector<std::pair<std::string, std::string>>& architectures() {
   static const std::vector<std::pair<std::string, std::string>> list = {
       {"llama", "llama"}, {"qwen2", "qwen2"}, {"qwen3", "qwen3"}, {"qwen3moe", "qwen3_moe"},
       {"olmoe", "olmoe"}, {"gemma2", "gemma2"}, {"gemma3", "gemma3_text"}, {"deepseek2", "deepseek_v2"},
-      {"phi3", "phi3"}, {"smollm3", "smollm3"}, {"gemma", "gemma"},
+      {"phi3", "phi3"}, {"smollm3", "smollm3"}, {"gemma", "gemma"}, {"olmo2", "olmo2"},
+      {"granite", "granite"}, {"granitemoe", "granitemoe"},
   };
   return list;
 }
@@ -226,6 +227,28 @@ void phi3_longrope(const GgufFile& f, int64_t rotary_dim, Json& hf) {
   hf["rope_scaling"] = scaling;
 }
 
+// llama.cpp's attention.sliding_window_pattern as HF's layer_types: a flag per layer (true:
+// sliding), or a count n whose groups of n layers end in one full layer (0: every layer
+// sliding), `fallback` when the key is absent (llama_hparams::set_swa_pattern).
+Json sliding_layer_types(const GgufFile& f, const std::string& key, int64_t n_layers, int64_t fallback) {
+  if (n_layers < 1 || n_layers > kMaxLayers)
+    throw IoError(f.path() + ": block_count " + num(n_layers) + ": expected 1 to " + num(kMaxLayers) + " layers");
+  const GgufValue* v = f.value(key);
+  std::vector<bool> sliding(static_cast<size_t>(n_layers));
+  if (v && v->type == GgufType::array) {
+    if (v->elem != GgufType::boolean || int64_t(v->ints.size()) != n_layers)
+      throw IoError(f.path() + ": metadata " + key + ": expected " + num(n_layers) + " booleans, one per layer");
+    for (int64_t i = 0; i < n_layers; ++i) sliding[size_t(i)] = v->ints[size_t(i)] != 0;
+  } else {
+    const int64_t n = v ? f.integer(key) : fallback;
+    if (n < 0) throw IoError(f.path() + ": metadata " + key + ": expected a layer count >= 0, got " + num(n));
+    for (int64_t i = 0; i < n_layers; ++i) sliding[size_t(i)] = n == 0 || i % n < n - 1;
+  }
+  Json types = Json::array();
+  for (bool b : sliding) types.push_back(b ? "sliding_attention" : "full_attention");
+  return types;
+}
+
 }  // namespace
 
 std::vector<float> llama3_divisors(int rotary_dim, double theta, const kernels::RopeScaling& scaling) {
@@ -283,11 +306,22 @@ GgufModel::GgufModel(const std::string& path) : file_(path) {
   copy_int("attention.sliding_window", "sliding_window");
   copy_num("attn_logit_softcapping", "attn_logit_softcapping");
   copy_num("final_logit_softcapping", "final_logit_softcapping");
+  if (arch_ == "granite" || arch_ == "granitemoe") {  // the multipliers under llama.cpp's names
+    copy_num("embedding_scale", "embedding_multiplier");
+    copy_num("residual_scale", "residual_multiplier");
+    copy_num("attention.scale", "attention_multiplier");
+    copy_num("logit_scale", "logits_scaling");  // a divisor, as transformers' logits_scaling
+    if (hf_.contains("num_experts")) hf_["num_local_experts"] = hf_["num_experts"];
+  }
   if (arch_ == "qwen3moe") hf_["norm_topk_prob"] = true;  // llama.cpp renormalises Qwen3-MoE's chosen weights
   if (arch_ == "olmoe" && !hf_.contains("intermediate_size")) copy_int("expert_feed_forward_length", "intermediate_size");
   if (arch_ == "gemma3") {
     hf_["rope_local_base_freq"] = 10000.0;  // llama.cpp's fixed base for the local layers
-    hf_["sliding_window_pattern"] = file_.integer_or_none(a + "attention.sliding_window_pattern").value_or(6);
+    hf_["layer_types"] = sliding_layer_types(file_, a + "attention.sliding_window_pattern", hf_["num_hidden_layers"].get<int64_t>(), 6);
+  }
+  if (arch_ == "olmo2" && hf_.value("sliding_window", int64_t(0)) > 0) {  // Olmo 3 (llama.cpp's olmo2 with windows)
+    hf_["model_type"] = "olmo3";
+    hf_["layer_types"] = sliding_layer_types(file_, a + "attention.sliding_window_pattern", hf_["num_hidden_layers"].get<int64_t>(), 4);
   }
   if (arch_ == "deepseek2") {
     deepseek2_config(file_, hf_);
@@ -295,8 +329,15 @@ GgufModel::GgufModel(const std::string& path) : file_(path) {
     if (type->type != GgufType::string) throw IoError(path + ": metadata " + a + "rope.scaling.type: expected a string");
     if (type->s == "linear") {
       hf_["rope_scaling"] = {{"rope_type", "linear"}, {"factor", file_.number_or_none(a + "rope.scaling.factor").value_or(1.0)}};
+    } else if (type->s == "yarn") {  // as llama.cpp's converter transcribes transformers' rope_parameters
+      Json scaling = {{"rope_type", "yarn"}, {"factor", file_.number_or_none(a + "rope.scaling.factor").value_or(1.0)}};
+      if (auto o = file_.integer_or_none(a + "rope.scaling.original_context_length")) scaling["original_max_position_embeddings"] = *o;
+      if (auto f = file_.number_or_none(a + "rope.scaling.yarn_beta_fast")) scaling["beta_fast"] = *f;
+      if (auto f = file_.number_or_none(a + "rope.scaling.yarn_beta_slow")) scaling["beta_slow"] = *f;
+      if (auto f = file_.number_or_none(a + "rope.scaling.yarn_attn_factor")) scaling["attention_factor"] = *f;
+      hf_["rope_scaling"] = scaling;
     } else if (type->s != "none") {
-      throw IoError(path + ": metadata " + a + "rope.scaling.type \"" + type->s + "\": supported are none and linear");
+      throw IoError(path + ": metadata " + a + "rope.scaling.type \"" + type->s + "\": supported are none, linear and yarn");
     }
   }
   const int64_t head = hf_.contains("head_dim") ? hf_["head_dim"].get<int64_t>()
@@ -424,7 +465,7 @@ std::vector<ElementRun> GgufModel::runs(const TensorInfo& t) const {
     const std::string r = rel.substr(5);
     if (r == "wq" || r == "wq_b" || r == "wkv_a" || r == "wk_b" || r == "wv_b") return mla_runs(r, name, t, config_.mixer(layer));
   }
-  if ((arch_ == "llama" || arch_ == "smollm3") && (rel == "attn.wq" || rel == "attn.wk")) {
+  if ((arch_ == "llama" || arch_ == "smollm3" || arch_.rfind("granite", 0) == 0) && (rel == "attn.wq" || rel == "attn.wk")) {
     const MixerSpec& m = config_.mixer(layer);
     return permuted_rows(name, t.shape, rel == "attn.wq" ? m.n_heads : m.n_kv_heads);
   }

@@ -35,6 +35,16 @@ constexpr int64_t kPrefillChunk = 64;
 // The kept scores of the full layers with sparse dependents are per row ([chunk][kv][context]):
 // the chunk is cut so that they stay under this many bytes.
 constexpr int64_t kMaxScoreBytes = int64_t(256) << 20;
+
+// A sublayer's (or a bridge's) input: RMSNorm(h) with its gain, or h as it is where the
+// placement normalises only the sublayer's output (post: OLMo 2's x + norm(f(x))).
+void sublayer_norm(const float* h, const Vec& gain, int64_t d, const NormSpec& n, float* out) {
+  if (n.placement == NormPlacement::post) {
+    std::copy(h, h + d, out);
+    return;
+  }
+  kernels::rmsnorm(h, gain.data(), d, float(n.eps), n.unit_offset, out);
+}
 }  // namespace
 
 void BatchScratch::reserve(int64_t rows, const ModelConfig& c) {
@@ -270,8 +280,12 @@ void Session::gather_residual_sources(const ResidualSourceSet& set) {
 void Session::add_output(const float* out, const Vec& post_norm, const MhcBoundary& boundary) {
   const ModelConfig& c = model_->config;
   TokenState& r = *r_;
-  if (!post_norm.empty()) {  // sandwich norm: the output is normalised before it is added
+  if (!post_norm.empty()) {  // sandwich or post norm: the output is normalised before it is added
     kernels::rmsnorm(out, post_norm.data(), d_, float(c.norm.eps), c.norm.unit_offset, tmp_.data());
+    out = tmp_.data();
+  }
+  if (c.residual_scale != 1.0) {  // Granite: x + s f(x)
+    std::transform(out, out + d_, tmp_.data(), [s = float(c.residual_scale)](float v) { return v * s; });
     out = tmp_.data();
   }
   switch (c.residual.kind) {
@@ -292,7 +306,7 @@ void Session::bridge_kv(int layer, float* bridge_x) {
     const LayerWeights& w = model_->layers[size_t(j)];
     const float* h = sublayer_input(layer, false, w.kv_bridge, w.attn_mhc, bridge_boundary_);
     float* xn = bridge_x ? bridge_x + k++ * d_ : xn_.data();
-    kernels::rmsnorm(h, w.attn_norm.data(), d_, float(c.norm.eps), c.norm.unit_offset, xn);
+    sublayer_norm(h, w.attn_norm, d_, c.norm, xn);
     if (!bridge_x) fill_cache(j, xn);
   }
 }
@@ -386,7 +400,7 @@ bool Session::mixer_input(int i, bool all_layers, float* xn, bool fill_exit, con
                     eps, c.norm.unit_offset, engram_gate_[size_t(i)], engram_scratch_, pool_);
   bridge_kv(i, batched.bridge_x);
   const float* h = sublayer_input(i, false, w.attn_res, w.attn_mhc, r.boundary);
-  kernels::rmsnorm(h, w.attn_norm.data(), d_, eps, c.norm.unit_offset, xn);
+  sublayer_norm(h, w.attn_norm, d_, c.norm, xn);
   if (!all_layers && i >= m.prefill_exit) {  // early exit: only this layer's own cache entry remains
     if (fill_exit && c.fills_own_cache(i)) fill_cache(i, xn);
     return false;
@@ -400,7 +414,7 @@ void Session::mixer_output(int i, const float* out, float* ffn_x) {
   TokenState& r = *r_;
   add_output(out, w.attn_post_norm, r.boundary);
   const float* h = sublayer_input(i, true, w.ffn_res, w.ffn_mhc, r.boundary);
-  kernels::rmsnorm(h, w.ffn_norm.data(), d_, float(c.norm.eps), c.norm.unit_offset, ffn_x);
+  sublayer_norm(h, w.ffn_norm, d_, c.norm, ffn_x);
 }
 
 void Session::ffn_step(int i, const float* ffn_out) {
@@ -427,6 +441,8 @@ void Session::finish(float* logits) {
   head.prescore = head.prescore && m.lm_head_prescore && lm_backoff_.try_prescore();
   last_lm_head_ = lm_head_logits(m.lm_head, m.lm_head_prescore.get(), head, xn_.data(), logits, lm_scratch_, pool_);
   if (head.prescore) lm_backoff_.record(last_lm_head_.prescored);
+  if (c.logit_divisor != 1.0)  // Granite; like the soft-cap, monotone
+    for (int v = 0; v < c.rows(); ++v) logits[v] = float(logits[v] / c.logit_divisor);
   if (c.logit_softcap > 0)  // monotone, so the pre-score's candidates stay the best; -inf stays -inf
     for (int v = 0; v < c.rows(); ++v)
       if (logits[v] != -INFINITY) logits[v] = float(c.logit_softcap * std::tanh(logits[v] / c.logit_softcap));

@@ -31,6 +31,12 @@ inline torch::Tensor rmsnorm(const torch::Tensor& x, const torch::Tensor& gain, 
   return y * (c.norm.unit_offset ? gain + 1.0 : gain);
 }
 
+// A sublayer's (or a bridge's) input: RMSNorm(x) with its gain, or x as it is where the
+// placement normalises only the sublayer's output (post: OLMo 2's x + norm(f(x))).
+inline torch::Tensor sublayer_norm(const torch::Tensor& x, const torch::Tensor& gain, const ModelConfig& c) {
+  return c.norm.placement == NormPlacement::post ? x : rmsnorm(x, gain, c);
+}
+
 // y = x W^T (+ b): W is [out, in] as in the weight map ([E, out, in] with x [E, N, in] for a
 // batch of experts).
 inline torch::Tensor linear_map(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b = {}) {

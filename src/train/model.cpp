@@ -99,7 +99,8 @@ struct Residual {
     return out;
   }
   void add(torch::Tensor out, const torch::Tensor& post_norm) {
-    if (post_norm.defined()) out = rmsnorm(out, post_norm, c);  // sandwich norm
+    if (post_norm.defined()) out = rmsnorm(out, post_norm, c);  // sandwich or post norm
+    if (c.residual_scale != 1.0) out = out * c.residual_scale;  // Granite: x + s f(x)
     if (mhc()) {
       x = mhc_write(boundary, x, out);
       return;
@@ -219,11 +220,11 @@ torch::Tensor Model::forward(const torch::Tensor& input) {
     if (w.engram.hasher) r.add_engram(w.engram, l);
     for (int j : bridges_at_[size_t(i)]) {
       const LayerParams& bridged = layers_[size_t(j)];
-      const torch::Tensor h = rmsnorm(r.input(i, false, bridged.kv_bridge, bridged.attn_mhc), bridged.attn_norm, c);
+      const torch::Tensor h = sublayer_norm(r.input(i, false, bridged.kv_bridge, bridged.attn_mhc), bridged.attn_norm, c);
       if (c.mixer(j).kind == MixerKind::mla) latents[size_t(j)] = mla_latents(bridged.mla, c.mixer(j), c, l, h);
       else kv[size_t(j)] = project_kv(bridged.attn, c.mixer(j), c, l, h);
     }
-    torch::Tensor xn = rmsnorm(r.input(i, false, w.attn_res, w.attn_mhc), w.attn_norm, c);
+    torch::Tensor xn = sublayer_norm(r.input(i, false, w.attn_res, w.attn_mhc), w.attn_norm, c);
     const int owner = c.cache_owner(i);
     if (c.fills_own_cache(i)) {
       if (m.kind == MixerKind::mla) latents[size_t(i)] = mla_latents(w.mla, m, c, l, xn);
@@ -252,7 +253,7 @@ torch::Tensor Model::forward(const torch::Tensor& input) {
     }
     r.add(out, w.attn_post_norm);
 
-    xn = rmsnorm(r.input(i, true, w.ffn_res, w.ffn_mhc), w.ffn_norm, c);
+    xn = sublayer_norm(r.input(i, true, w.ffn_res, w.ffn_mhc), w.ffn_norm, c);
     const FfnSpec& f = c.ffn(i);
     if (f.kind == FfnKind::dense) {
       out = dense_ffn(f, w.dense, xn);
@@ -264,6 +265,7 @@ torch::Tensor Model::forward(const torch::Tensor& input) {
   }
 
   torch::Tensor logits = linear_map(rmsnorm(r.output(final_res_, final_mhc_), final_norm_, c), lm_head_);
+  if (c.logit_divisor != 1.0) logits = logits / c.logit_divisor;
   if (c.logit_softcap > 0) logits = c.logit_softcap * torch::tanh(logits / c.logit_softcap);
   if (c.vocab_pad > 0) {
     torch::Tensor pad = torch::arange(c.rows(), tokens.options()) >= c.vocab_size;

@@ -74,6 +74,23 @@ const char* kPhi3 = R"({"name": "phi3-tiny", "d_model": 48, "vocab_size": 300, "
   "ffns": {"f": {"kind": "dense", "activation": "swiglu", "hidden": 96}},
   "layers": [{"mixer": "a", "ffn": "f", "repeat": 2}]})";
 
+// OLMo 2's post norms (x + norm(f(x)), no pre-norm) and QK-norm over all heads; Granite's
+// multipliers (embedding scale, softmax scale, residual scale, logit divisor) on an MoE whose
+// router takes the softmax over its top-k logits.
+const char* kOlmo2 = R"({"name": "olmo2-tiny", "d_model": 48, "vocab_size": 300, "context_length": 512,
+  "norm": {"placement": "post"},
+  "mixers": {"a": {"kind": "attention", "n_heads": 4, "n_kv_heads": 2, "head_dim": 12, "qk_norm": "full",
+                   "rope": {"theta": 500000}}},
+  "ffns": {"f": {"kind": "dense", "activation": "swiglu", "hidden": 96}},
+  "layers": [{"mixer": "a", "ffn": "f", "repeat": 3}]})";
+const char* kGranite = R"({"name": "granite-tiny", "d_model": 48, "vocab_size": 300, "context_length": 512,
+  "tie_embeddings": true, "embedding_scale": 12, "residual_scale": 0.22, "logit_divisor": 8,
+  "mixers": {"a": {"kind": "attention", "n_heads": 4, "n_kv_heads": 2, "head_dim": 12, "scale": 0.015625,
+                   "rope": {"theta": 10000000}}},
+  "ffns": {"moe": {"kind": "moe", "activation": "swiglu", "n_experts": 8, "top_k": 3, "expert_hidden": 24,
+                   "score": "softmax", "gates": "softmax_topk"}},
+  "layers": [{"mixer": "a", "ffn": "moe", "repeat": 2}]})";
+
 ModelConfig config_from(const char* json) { return parse_model_config(Json::parse(json), "test config"); }
 
 TEST(TrainReference, EmblaMiniMatchesTheEngineAtEveryPosition) {
@@ -85,7 +102,7 @@ TEST(TrainReference, EmblaMiniMatchesTheEngineAtEveryPosition) {
 }
 
 TEST(TrainReference, OrdinaryModelsMatchTheEngine) {
-  for (const char* json : {kLlama, kOlmoe, kGemma, kDeepseek, kPhi3}) {
+  for (const char* json : {kLlama, kOlmoe, kGemma, kDeepseek, kPhi3, kOlmo2, kGranite}) {
     const ModelConfig c = config_from(json);
     SCOPED_TRACE(c.name);
     train::Model model(c, 11);
