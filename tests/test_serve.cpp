@@ -29,7 +29,8 @@ const text::Tokenizer& tokenizer_with_specials() {
     for (const char* s : {"<|im_start|>", "<|im_end|>", "<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>",
                           "<|eot_id|>", "<bos>", "<start_of_turn>", "<end_of_turn>", "<s>", "</s>",
                           "<｜begin▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>", "<｜end▁of▁sentence｜>",
-                          "<|system|>", "<|user|>", "<|assistant|>", "<|end|>"})
+                          "<|system|>", "<|user|>", "<|assistant|>", "<|end|>", "<|start_of_role|>", "<|end_of_role|>",
+                          "<|end_of_text|>"})
       j["added_tokens"].push_back({{"id", id++}, {"content", s}, {"single_word", false}, {"lstrip", false},
                                    {"rstrip", false}, {"normalized", false}, {"special", true}});
     return text::Tokenizer::from_json(j, "tokenizer");
@@ -71,6 +72,17 @@ TEST(ChatTemplate, DetectsTheCommonFormatsByTheirMarkers) {
   EXPECT_EQ(detect_format("{% for message in messages %}{{ '<|' + message['role'] + '|>' + message['content'] + '<|end|>' }}"
                           "{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>' }}{% else %}{{ eos_token }}{% endif %}", "t"),
             ChatFormat::phi4);
+  // Granite 3.3's program (its role markers), OLMo 2 Instruct's (Tulu 3).
+  EXPECT_EQ(detect_format("{{- '<|start_of_role|>' + message['role'] + '<|end_of_role|>' + message['content'] + "
+                          "'<|end_of_text|>\n' }}", "t"),
+            ChatFormat::granite);
+  EXPECT_EQ(detect_format("{{ bos_token }}{% for message in messages %}{% if message['role'] == 'system' %}{{ '<|system|>\n' + "
+                          "message['content'] + '\n' }}{% elif message['role'] == 'user' %}{{ '<|user|>\n' + message['content'] + "
+                          "'\n' }}{% elif message['role'] == 'assistant' %}{% if not loop.last %}{{ '<|assistant|>\n'  + "
+                          "message['content'] + eos_token + '\n' }}{% else %}{{ '<|assistant|>\n'  + message['content'] + "
+                          "eos_token }}{% endif %}{% endif %}{% if loop.last and add_generation_prompt %}{{ '<|assistant|>\n' }}"
+                          "{% endif %}{% endfor %}", "t"),
+            ChatFormat::olmo2);
 }
 
 TEST(ChatTemplate, AnUnknownProgramIsAnErrorNamingTheFileAndTheFormats) {
@@ -121,6 +133,16 @@ TEST(ChatTemplate, RendersEachFormat) {
             "<|assistant|>\n");
   EXPECT_EQ(render(ChatFormat::phi4),
             "<|system|>Be brief.<|end|><|user|>Hi<|end|><|assistant|>Hello!<|end|><|user|>Why?<|end|><|assistant|>");
+  EXPECT_EQ(render(ChatFormat::granite),
+            "<|start_of_role|>system<|end_of_role|>Be brief.<|end_of_text|>\n<|start_of_role|>user<|end_of_role|>Hi"
+            "<|end_of_text|>\n<|start_of_role|>assistant<|end_of_role|>Hello!<|end_of_text|>\n<|start_of_role|>user"
+            "<|end_of_role|>Why?<|end_of_text|>\n<|start_of_role|>assistant<|end_of_role|>");
+  EXPECT_EQ(render(ChatFormat::olmo2),
+            "<|endoftext|><|system|>\nBe brief.\n<|user|>\nHi\n<|assistant|>\nHello!<|endoftext|>\n<|user|>\nWhy?\n"
+            "<|assistant|>\n");
+  const std::vector<ChatMessage> answered = {{"user", "Hi"}, {"assistant", "Hello!"}};
+  EXPECT_EQ(joined(ChatTemplate(ChatFormat::olmo2, tok).render(answered, false)),
+            "<|endoftext|><|user|>\nHi\n<|assistant|>\nHello!<|endoftext|>");
   EXPECT_EQ(render(ChatFormat::wren),
             "<|endoftext|>System: Be brief.\n\nUser: Hi\n\nAssistant: Hello!\n\nUser: Why?\n\nAssistant: ");
   // Qwen3 drops earlier reasoning.

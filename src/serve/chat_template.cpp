@@ -29,6 +29,8 @@ const std::vector<FormatInfo>& formats() {
        {"<｜begin▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>", "<｜end▁of▁sentence｜>"}, {"<｜end▁of▁sentence｜>"}},
       {ChatFormat::phi3, "phi3", {"<|system|>", "<|user|>", "<|assistant|>", "<|end|>"}, {"<|end|>", "<|endoftext|>"}},
       {ChatFormat::phi4, "phi4", {"<|system|>", "<|user|>", "<|assistant|>", "<|end|>"}, {"<|end|>", "<|endoftext|>"}},
+      {ChatFormat::granite, "granite", {"<|start_of_role|>", "<|end_of_role|>", "<|end_of_text|>"}, {"<|end_of_text|>"}},
+      {ChatFormat::olmo2, "olmo2", {"<|endoftext|>"}, {"<|endoftext|>"}},
       {ChatFormat::wren, "wren", {"<|endoftext|>"}, {"<|endoftext|>"}},
   };
   return table;
@@ -166,6 +168,31 @@ void render_phi(Renderer& r, std::span<const ChatMessage> ms, bool gen, bool new
   if (gen) r.tmpl("<|assistant|>" + nl);
 }
 
+// Granite 3: "<|start_of_role|>role<|end_of_role|>" content "<|end_of_text|>\n". (Its program
+// writes a dated default system message when none is given; this renders only the messages.)
+void render_granite(Renderer& r, std::span<const ChatMessage> ms, bool gen) {
+  for (const ChatMessage& m : ms) {
+    r.tmpl("<|start_of_role|>" + m.role + "<|end_of_role|>");
+    r.content(m.content);
+    r.tmpl("<|end_of_text|>\n");
+  }
+  if (gen) r.tmpl("<|start_of_role|>assistant<|end_of_role|>");
+}
+
+// OLMo 2 Instruct (Tulu 3): "<|endoftext|>", then "<|role|>\n" content "\n" per message, an
+// assistant's content ended by "<|endoftext|>" (and "\n" unless it is the last message).
+void render_olmo2(Renderer& r, std::span<const ChatMessage> ms, bool gen) {
+  r.tmpl("<|endoftext|>");
+  for (size_t i = 0; i < ms.size(); ++i) {
+    const ChatMessage& m = ms[i];
+    r.tmpl("<|" + m.role + "|>\n");
+    r.content(m.content);
+    if (m.role != "assistant") r.tmpl("\n");
+    else r.tmpl(i + 1 < ms.size() ? "<|endoftext|>\n" : "<|endoftext|>");
+  }
+  if (gen) r.tmpl("<|assistant|>\n");
+}
+
 // Wren's own: "<|endoftext|>" starts the document, each message is "Role: content\n\n".
 void render_wren(Renderer& r, std::span<const ChatMessage> ms, bool gen) {
   r.tmpl("<|endoftext|>");
@@ -208,7 +235,10 @@ ChatFormat detect_format(std::string_view jinja, const std::string& origin) {
   // Phi-4-mini writes '<|' + message['role'] + '|>' with no newline; Phi-3 '<|user|>' + '\n'.
   if (has(jinja, "<|end|>") && has(jinja, "<|assistant|>"))
     return has(jinja, "'<|' + message['role'] + '|>' + message['content']") ? ChatFormat::phi4 : ChatFormat::phi3;
+  if (has(jinja, "<|start_of_role|>") && has(jinja, "<|end_of_role|>")) return ChatFormat::granite;
   if (has(jinja, "<|im_start|>")) return has(jinja, "<think>") ? ChatFormat::qwen3 : ChatFormat::chatml;
+  // OLMo 2's Tulu program: Phi's role markers without <|end|>.
+  if (has(jinja, "<|user|>") && has(jinja, "<|assistant|>")) return ChatFormat::olmo2;
   // Llama 2 also writes [INST], with its system prompt in <<SYS>>: a different format.
   if (has(jinja, "[INST]") && !has(jinja, "<<SYS>>")) return ChatFormat::mistral;
   throw std::runtime_error(origin + ": the chat_template is none of the formats Wren knows (" + format_names() +
@@ -237,6 +267,8 @@ std::vector<PromptPiece> ChatTemplate::render(std::span<const ChatMessage> messa
     case ChatFormat::deepseek: render_deepseek(r, messages, gen); break;
     case ChatFormat::phi3: render_phi(r, messages, gen, true); break;
     case ChatFormat::phi4: render_phi(r, messages, gen, false); break;
+    case ChatFormat::granite: render_granite(r, messages, gen); break;
+    case ChatFormat::olmo2: render_olmo2(r, messages, gen); break;
     case ChatFormat::wren: render_wren(r, messages, gen); break;
   }
   return std::move(r.pieces);

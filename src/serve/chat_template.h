@@ -20,7 +20,7 @@
 
 namespace wren::serve {
 
-enum class ChatFormat { chatml, qwen3, llama3, gemma, mistral, deepseek, phi3, phi4, wren };  // wren last (fuzz_chat_template counts on it)
+enum class ChatFormat { chatml, qwen3, llama3, gemma, mistral, deepseek, phi3, phi4, granite, olmo2, wren };  // wren last (fuzz_chat_template counts on it)
 
 std::string_view format_name(ChatFormat f);
 std::optional<ChatFormat> format_by_name(std::string_view name);

@@ -35,7 +35,8 @@ const wren::text::Tokenizer& tokenizer() {
     for (const char* s : {"<|im_start|>", "<|im_end|>", "<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>",
                           "<|eot_id|>", "<bos>", "<start_of_turn>", "<end_of_turn>", "<s>", "</s>",
                           "<｜begin▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>", "<｜end▁of▁sentence｜>",
-                          "<|system|>", "<|user|>", "<|assistant|>", "<|end|>"})
+                          "<|system|>", "<|user|>", "<|assistant|>", "<|end|>", "<|start_of_role|>", "<|end_of_role|>",
+                          "<|end_of_text|>"})
       o.special_tokens.push_back(s);
     return wren::text::Tokenizer::from_json(wren::text::train_bpe({"Hello, world. The user asks."}, o), "fuzz tokenizer");
   }();
