@@ -151,7 +151,7 @@ inline void add_attention(HfModel& m, const std::string& p, const Layout& l) {
   }
   m.add(p + "o_proj.weight", {kD, q}, 0.08f);
   const bool gemma = l.type.rfind("gemma", 0) == 0;
-  if (l.type == "qwen3" || l.type == "qwen3_moe" || l.type == "gemma3_text") {
+  if (l.type == "qwen3" || l.type == "qwen3_moe" || l.type == "gemma3_text" || l.type == "exaone4") {
     m.add(p + "q_norm.weight", {kHeadDim}, 0.1f, gemma ? 0.0f : 1.0f);
     m.add(p + "k_norm.weight", {kHeadDim}, 0.1f, gemma ? 0.0f : 1.0f);
   }
@@ -211,7 +211,7 @@ inline HfModel make_dense_or_moe(const Layout& l) {
   for (int i = 0; i < kLayers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     const float mean = gemma ? 0.0f : 1.0f;
-    const bool post = l.type == "olmo2" || l.type == "olmo3";
+    const bool post = l.type == "olmo2" || l.type == "olmo3" || l.type == "exaone4";
     if (!post) m.add(p + "input_layernorm.weight", {kD}, 0.1f, mean);
     m.add(p + "post_attention_layernorm.weight", {kD}, 0.1f, mean);
     if (gemma && l.type != "gemma") m.add(p + "pre_feedforward_layernorm.weight", {kD}, 0.1f, mean);  // Gemma 2 / 3: sandwich norms
@@ -313,7 +313,7 @@ class HfOracle {
   explicit HfOracle(const HfModel& m) : m_(m), c_(m.config), type_(m.config["model_type"].get<std::string>()) {
     gemma_ = type_.rfind("gemma", 0) == 0;
     sandwich_ = gemma_ && type_ != "gemma";
-    post_ = type_ == "olmo2" || type_ == "olmo3";
+    post_ = type_ == "olmo2" || type_ == "olmo3" || type_ == "exaone4";
     eps_ = c_.value("rms_norm_eps", 1e-6);
     keys_.resize(kLayers), values_.resize(kLayers);
   }
@@ -381,9 +381,11 @@ class HfOracle {
     }
     const bool sliding = (type_ == "gemma2" && i % 2 == 0) || (type_ == "gemma3_text" && (i + 1) % 2 != 0) ||
                          (type_ == "phi3" && c_.contains("sliding_window")) ||
-                         (type_ == "olmo3" && c_["layer_types"][i] == "sliding_attention");
+                         ((type_ == "olmo3" || type_ == "exaone4") && c_["layer_types"][i] == "sliding_attention");
     const double theta = type_ == "gemma3_text" && sliding ? 100.0 : c_["rope_theta"].get<double>();
-    const bool nope = c_.contains("no_rope_layers") && c_["no_rope_layers"][i].get<int>() == 0;  // SmolLM3
+    // SmolLM3's marked layers; EXAONE 4's full layers when it has windows ("global NoPE").
+    const bool nope = (c_.contains("no_rope_layers") && c_["no_rope_layers"][i].get<int>() == 0) ||
+                      (type_ == "exaone4" && c_.contains("sliding_window") && !sliding);
     // Olmo 3's sliding layers rotate with rope_type "default": no scaling.
     const bool scaled = !(type_ == "olmo3" && sliding);
     for (int hd = 0; hd < kHeads && !nope; ++hd) rotate(qv.data() + hd * kHeadDim, theta, scaled);
@@ -558,7 +560,7 @@ class HfOracle {
   const Json& c_;
   std::string type_;
   bool gemma_ = false, sandwich_ = false;  // Gemma: 1 + w gains, sqrt(d) embedding, GeGLU; 2 / 3: sandwich norms
-  bool post_ = false;                      // OLMo 2 / Olmo 3: x + norm(f(x))
+  bool post_ = false;                      // OLMo 2 / Olmo 3 / EXAONE 4: x + norm(f(x))
   double eps_ = 1e-6;
   int64_t pos_ = 0;
   std::vector<std::vector<Vec>> keys_, values_;

@@ -266,8 +266,9 @@ void write_llama_gguf(HfModel& m, const std::string& path, const std::map<std::s
         {"mlp.down_proj.weight", "ffn_down.weight"}};
     const size_t dot = hf.find('.', 13);
     const std::string rel = hf.substr(dot + 1);
-    // OLMo 2's post_attention_layernorm follows the attention (llama.cpp's ATTN_POST_NORM).
-    const std::string name = arch == "olmo2" && rel == "post_attention_layernorm.weight" ? "post_attention_norm.weight" : layer.at(rel);
+    // OLMo 2's and EXAONE 4's post_attention_layernorm follows the attention (llama.cpp's ATTN_POST_NORM).
+    const bool post = arch == "olmo2" || arch == "exaone4";
+    const std::string name = post && rel == "post_attention_layernorm.weight" ? "post_attention_norm.weight" : layer.at(rel);
     return "blk." + hf.substr(13, dot - 13) + "." + name;
   };
   uint32_t seed = 100;
@@ -419,6 +420,21 @@ TEST(ConvertGguf, Olmo3ReadsItsSlidingPattern) {
   const ModelConfig c = GgufModel(dir / "m.gguf").config();
   EXPECT_EQ(c.mixer(0).window, 3);
   EXPECT_EQ(c.mixer(1).window, 0);
+}
+
+// EXAONE 4: OLMo 2's names with QK-norm per head; a window and a sliding pattern make the full
+// layers attend without RoPE.
+TEST(ConvertGguf, Exaone4WindowsAndGlobalNoPE) {
+  TempDir dir;
+  HfModel m = make_dense_or_moe({.type = "exaone4"});
+  m.config["sliding_window"] = 3;
+  m.config["layer_types"] = {"sliding_attention", "full_attention"};
+  write_llama_gguf(m, dir / "m.gguf", {{"attn_v.weight", GgmlType::Q8_0}}, "gpt2", "gpt-2", [](GgufWriter& w) {
+    w.set_u32("exaone4.attention.sliding_window", 3), w.set_u32("exaone4.attention.sliding_window_pattern", 2);
+  }, "exaone4");
+  expect_converted_matches(m, dir);
+  const ModelConfig c = GgufModel(dir / "m.gguf").config();
+  EXPECT_TRUE(c.mixer(0).rope && !c.mixer(1).rope);
 }
 
 // YaRN outside deepseek2, as llama.cpp's converter writes transformers' rope_parameters: on an

@@ -71,6 +71,13 @@ TEST(ConvertHf, Olmo3SlidingLayersRotateUnscaled) {
   m.config["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 4.0}};
   expect_logits_match(m, 1);
 }
+// EXAONE 4 with windows: a sliding layer with RoPE (window 3), then a full one without.
+TEST(ConvertHf, Exaone4SlidingRotatesGlobalDoesNot) {
+  HfModel m = make_dense_or_moe({.type = "exaone4"});
+  m.config["sliding_window"] = 3;
+  m.config["layer_types"] = {"sliding_attention", "full_attention"};
+  expect_logits_match(m, 1);
+}
 TEST(ConvertHf, GraniteMultipliersMatchHfForward) { expect_logits_match(make_granite(false), 2); }
 TEST(ConvertHf, GraniteMoeMatchesHfForward) { expect_logits_match(make_granite(true), 2); }
 TEST(ConvertHf, MixtralMatchesHfForward) { expect_logits_match(make_dense_or_moe({.type = "mixtral", .moe = true}), 2); }

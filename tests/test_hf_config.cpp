@@ -75,6 +75,8 @@ TEST(HfConfigTotals, MatchPublishedFigures) {
       // ffn term E (3 d ffn) + E d for the router.
       {"granite-3.3-2b-instruct", int64_t(49159) * 2048 + int64_t(40) * (2 * 2048 * 2048 + 2 * 2048 * 512 + 3 * 2048 * 8192 + 2 * 2048) + 2048},
       {"granite-3.1-1b-a400m-instruct", int64_t(49155) * 1024 + int64_t(24) * (2 * 1024 * 1024 + 2 * 1024 * 512 + 32 * 3 * 1024 * 512 + 32 * 1024 + 2 * 1024) + 1024},
+      // The model page's 1.07B without embeddings (tied): L (2 d^2 + 2 d kv + 2 head + 3 d ffn + 2 d) + d.
+      {"exaone-4.0-1.2b", int64_t(102400) * 2048 + int64_t(30) * (2 * 2048 * 2048 + 2 * 2048 * 512 + 2 * 64 + 3 * 2048 * 4096 + 2 * 2048) + 2048},
       {"olmo-3-7b-instruct", int64_t(2) * 100278 * 4096 + 32 * (int64_t(4) * 4096 * 4096 + 3 * 4096 * 11008 + 4 * 4096) + 4096},
       {"gemma-2b", 2'506'172'416},               // index total_size 5,012,344,832 / 2
       // Text model only: index total_size 8,600,158,944 / 2, less the vision tower and projector.
@@ -296,6 +298,29 @@ TEST(HfConfigMapping, Olmo2And3) {
 
 // Granite: the multipliers as the model description's embedding scale, softmax scale,
 // residual scale and logit divisor; Granite MoE's softmax over the top-k router logits.
+// EXAONE 4: post norms, QK-norm per head; without a window every layer is full and rotates
+// (1.2B); with one (32B: "LLLG") the full layers attend without RoPE.
+TEST(HfConfigMapping, Exaone4) {
+  ModelConfig c = load_hf_config(fixture("exaone-4.0-1.2b"));
+  EXPECT_EQ(c.norm.placement, NormPlacement::post);
+  for (int i = 0; i < c.n_layers(); ++i) {
+    EXPECT_EQ(c.mixer(i).qk_norm, QkNorm::head) << i;
+    EXPECT_EQ(c.mixer(i).window, 0) << i;
+    ASSERT_TRUE(c.mixer(i).rope) << i;
+    EXPECT_EQ(c.mixer(i).rope->llama3_factor, 16.0) << i;
+  }
+  Json hybrid = fixture_json("exaone-4.0-1.2b");
+  hybrid["sliding_window"] = 4096, hybrid["sliding_window_pattern"] = "LLLG";
+  hybrid.erase("layer_types");
+  ModelConfig h = import_hf_config(hybrid, "exaone4.json");
+  for (int i = 0; i < h.n_layers(); ++i) {
+    EXPECT_EQ(h.mixer(i).window, i % 4 == 3 ? 0 : 4096) << i;
+    EXPECT_EQ(h.mixer(i).rope.has_value(), i % 4 != 3) << i;
+  }
+  hybrid["sliding_window_pattern"] = "LLX";
+  EXPECT_NE(import_error(hybrid).find("sliding_window_pattern"), std::string::npos) << import_error(hybrid);
+}
+
 TEST(HfConfigMapping, GraniteMultipliers) {
   for (const char* name : {"granite-3.3-2b-instruct", "granite-3.1-1b-a400m-instruct"}) {
     ModelConfig c = load_hf_config(fixture(name));

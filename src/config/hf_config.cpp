@@ -605,6 +605,38 @@ ModelConfig map_olmo(JsonReader& r, int version) {
 ModelConfig map_olmo2(JsonReader& r) { return map_olmo(r, 2); }
 ModelConfig map_olmo3(JsonReader& r) { return map_olmo(r, 3); }
 
+// EXAONE 4: OLMo 2's layers (post norms) with QK-norm per head. With a sliding_window, the
+// layers marked sliding (layer_types, else sliding_window_pattern: a count n whose every n-th
+// layer is full, or a string of L and G repeated from layer 0; default 4) rotate and the full
+// ones attend without RoPE (transformers' "global NoPE"); without one every layer is full and rotates.
+ModelConfig map_exaone4(JsonReader& r) {
+  ModelConfig c = read_model(r, false, 1e-5);
+  const int L = required_int(r, "num_hidden_layers", 1, kMaxLayers);
+  c.norm.placement = NormPlacement::post;
+  MixerSpec m = read_attention(r, c, 10000.0);
+  m.qk_norm = QkNorm::head;
+  c.ffns.push_back({"dense", dense_ffn(required_int(r, "intermediate_size"), read_activation(r, "hidden_act", "silu"))});
+  const int window = r.has("sliding_window") ? r.integer("sliding_window", 1) : 0;
+  std::function<bool(int)> pattern = [](int i) { return (i + 1) % 4 != 0; };
+  if (window && r.has("sliding_window_pattern") && r.raw("sliding_window_pattern").is_string()) {
+    const std::string p = r.raw("sliding_window_pattern").get<std::string>();
+    if (p.empty() || p.find_first_not_of("LG") != std::string::npos)
+      r.fail("sliding_window_pattern", "expected a count or a string of L (local) and G (global), got \"" + p + "\"");
+    pattern = [p](int i) { return p[size_t(i) % p.size()] == 'L'; };
+  } else if (window && r.has("sliding_window_pattern")) {
+    const int n = r.integer("sliding_window_pattern", 1);
+    pattern = [n](int i) { return (i + 1) % n != 0; };
+  }
+  const std::vector<bool> local = read_sliding_layers(r, L, window, pattern);
+  MixerSpec global = m, sliding = m;
+  if (window) global.rope.reset();
+  sliding.window = window;
+  c.mixers.push_back({"attention", global});
+  c.mixers.push_back({"sliding", sliding});
+  schedule(c, L, [&](int i) { return std::pair{std::string(attention_name(local, i)), std::string("dense")}; });
+  return c;
+}
+
 // gpt-oss: alternating banded (sliding) and full attention with biases and a learned sink
 // logit per head; experts with biases and the clamped SwiGLU; softmax over the chosen router logits.
 ModelConfig map_gpt_oss(JsonReader& r) {
@@ -637,7 +669,7 @@ const std::vector<std::pair<std::string, Mapper>>& families() {
       {"qwen3_next", map_qwen3_next}, {"deepseek_v2", map_deepseek_v2}, {"deepseek_v3", map_deepseek_v3},
       {"gemma", map_gemma1},        {"gemma2", map_gemma2},           {"gemma3_text", map_gemma3_text},
       {"olmoe", map_olmoe},         {"olmo2", map_olmo2},             {"olmo3", map_olmo3},
-      {"granite", map_granite},     {"granitemoe", map_granitemoe},
+      {"granite", map_granite},     {"granitemoe", map_granitemoe},   {"exaone4", map_exaone4},
       {"gpt_oss", map_gpt_oss},     {"phi3", map_phi3},               {"smollm3", map_smollm3},
   };
   return list;

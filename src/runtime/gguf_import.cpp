@@ -27,7 +27,7 @@ const std::vector<std::pair<std::string, std::string>>& architectures() {
       {"llama", "llama"}, {"qwen2", "qwen2"}, {"qwen3", "qwen3"}, {"qwen3moe", "qwen3_moe"},
       {"olmoe", "olmoe"}, {"gemma2", "gemma2"}, {"gemma3", "gemma3_text"}, {"deepseek2", "deepseek_v2"},
       {"phi3", "phi3"}, {"smollm3", "smollm3"}, {"gemma", "gemma"}, {"olmo2", "olmo2"},
-      {"granite", "granite"}, {"granitemoe", "granitemoe"},
+      {"granite", "granite"}, {"granitemoe", "granitemoe"}, {"exaone4", "exaone4"},
   };
   return list;
 }
@@ -319,6 +319,8 @@ GgufModel::GgufModel(const std::string& path) : file_(path) {
     hf_["rope_local_base_freq"] = 10000.0;  // llama.cpp's fixed base for the local layers
     hf_["layer_types"] = sliding_layer_types(file_, a + "attention.sliding_window_pattern", hf_["num_hidden_layers"].get<int64_t>(), 6);
   }
+  if (arch_ == "exaone4" && hf_.value("sliding_window", int64_t(0)) > 0)
+    hf_["layer_types"] = sliding_layer_types(file_, a + "attention.sliding_window_pattern", hf_["num_hidden_layers"].get<int64_t>(), 4);
   if (arch_ == "olmo2" && hf_.value("sliding_window", int64_t(0)) > 0) {  // Olmo 3 (llama.cpp's olmo2 with windows)
     hf_["model_type"] = "olmo3";
     hf_["layer_types"] = sliding_layer_types(file_, a + "attention.sliding_window_pattern", hf_["num_hidden_layers"].get<int64_t>(), 4);
