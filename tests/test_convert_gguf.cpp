@@ -754,14 +754,37 @@ TEST(ConvertGguf, PreTokenizerAliasesReadAsTheirType) {
   }
   EXPECT_EQ(pre_pieces(tokenizer("gpt-2"), "x 2024"), (std::vector<std::string>{"x", " 2024"}));
   EXPECT_EQ(pre_pieces(tokenizer("smollm"), "x 2024"), (std::vector<std::string>{"x", " ", "2", "0", "2", "4"}));
-  write_llama_gguf(m, dir / "m.gguf", {}, "gpt2", "tekken");
+  // llama.cpp's LLAMA3 type and tekken take a piece that is a token whole (ignore_merges); DBRX does not.
+  EXPECT_TRUE(tokenizer("llama-bpe")["model"]["ignore_merges"].get<bool>());
+  EXPECT_TRUE(tokenizer("tekken")["model"]["ignore_merges"].get<bool>());
+  EXPECT_FALSE(tokenizer("dbrx")["model"]["ignore_merges"].get<bool>());
+  write_llama_gguf(m, dir / "m.gguf", {}, "gpt2", "viking");
   try {
     (void)GgufModel(dir / "m.gguf").tokenizer_json();
-    FAIL() << "accepted tokenizer.ggml.pre tekken";
+    FAIL() << "accepted tokenizer.ggml.pre viking";
   } catch (const IoError& e) {
-    EXPECT_NE(std::string(e.what()).find("\"tekken\""), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("\"viking\""), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("deepseek-r1-qwen"), std::string::npos) << e.what();
   }
+}
+
+// The types without a hand matcher run their regexes in order, each cutting the pieces of the
+// one before. The pieces below are worked out by hand from the regexes llama.cpp quotes:
+// tekken keeps o200k's cased words without contractions and cuts digits one by one; DeepSeek-V3
+// isolates digits in threes, then CJK runs, then words and punctuation.
+TEST(ConvertGguf, PreTokenizersWithTheirOwnRegexes) {
+  TempDir dir;
+  HfModel m = make_dense_or_moe({.type = "llama"});
+  auto tokenizer = [&](const char* pre) {
+    write_llama_gguf(m, dir / "m.gguf", {}, "gpt2", pre);
+    return Json::parse(GgufModel(dir / "m.gguf").tokenizer_json());
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(pre_pieces(tokenizer("tekken"), "McDonald's 2024"), (V{"Mc", "Donald", "'s", " ", "2", "0", "2", "4"}));
+  EXPECT_EQ(pre_pieces(tokenizer("gpt-4o"), "McDonald's 2024"), (V{"Mc", "Donald's", " ", "202", "4"}));
+  EXPECT_EQ(pre_pieces(tokenizer("deepseek-v3"), "Hello\u4e16\u754c 12345!"), (V{"Hello", "\u4e16\u754c", " ", "123", "45", "!"}));
+  EXPECT_EQ(pre_pieces(tokenizer("deepseek-coder"), "ab cd\n12"), (V{"ab", " cd", "\n", "1", "2"}));
+  EXPECT_EQ(pre_pieces(tokenizer("glm4"), "It'S 12345"), (V{"It", "'S", " ", "123", "45"}));
 }
 }  // namespace
 }  // namespace wren

@@ -52,19 +52,39 @@ const std::map<std::string, std::string>& layer_names() {
   return names;
 }
 
-// What a tokenizer.ggml.pre name stands for: the split regex, after (digits_apart) a first
-// step that isolates every \p{N} character, as Hugging Face's Digits(individual_digits) does.
+// What a tokenizer.ggml.pre name stands for: the split regexes, each cutting the pieces of the
+// one before (llama.cpp's regex_exprs; tokenizer.json's Sequence of Split steps), after
+// (digits_apart) a first step that isolates every \p{N} character, as Hugging Face's
+// Digits(individual_digits) does; ignore_merges as llama.cpp sets it (a piece that is a token
+// is not merged up from its bytes).
 struct PreSteps {
-  text::SplitPattern pattern;
-  bool digits_apart = false;
+  std::vector<std::string> regexes;
+  bool digits_apart = false, ignore_merges = false;
 };
+
+// The regexes of the types without a hand matcher, as their tokenizer.json files write them
+// (llama.cpp's llama-vocab.cpp quotes them): PCRE2 runs them (text/pre_tokenizer).
+// Mistral's tekken: o200k's cased words without contractions, digits one by one.
+constexpr const char* kTekken =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// DeepSeek-V3 / R1: digits in threes, runs of CJK and kana, then words and punctuation.
+const std::vector<std::string> kDeepseekV3 = {
+    R"(\p{N}{1,3})", "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+",
+    R"([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"};
+// DeepSeek Coder: line breaks, letters, punctuation, CJK and Hangul runs, single digits.
+const std::vector<std::string> kDeepseekCoder = {"[\r\n]", R"(\s?\p{L}+)", R"(\s?\p{P}+)",
+                                                 "[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]+", R"(\p{N})"};
+// GLM-4: cl100k's regex with its contractions spelled out per case.
+constexpr const char* kGlm4 =
+    R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
 // llama.cpp gives one pre-tokenizer type several names (llama-vocab.cpp); every name of the
 // types whose regexes we run is here: LLAMA3, DBRX, SMAUG (cl100k); GPT2, MPT, OLMO, JAIS,
-// TRILLION, GRANITE_DOCLING (gpt2); QWEN2, STABLELM2, HUNYUAN, SOLAR_OPEN (qwen2); GPT4O,
-// MINIMAX_M2 (o200k); and SMOLLM's family (\p{N} alone, then GPT-2's regex: SmolLM's own
+// TRILLION, GRANITE_DOCLING, EXAONE4 (gpt2); QWEN2, STABLELM2, HUNYUAN, SOLAR_OPEN (qwen2);
+// GPT4O, MINIMAX_M2 (o200k); SMOLLM's family (\p{N} alone, then GPT-2's regex: SmolLM's own
 // tokenizer.json is Digits(individual_digits) then ByteLevel), so DeepSeek-R1's Qwen distills,
-// SmolLM2, Falcon3 or Llama 4 files read as their type does.
+// SmolLM2, Falcon3 or Llama 4 files read as their type does; and TEKKEN, DEEPSEEK3_LLM,
+// DEEPSEEK_CODER, CHATGLM4 through their regexes.
 const std::map<std::string, PreSteps>& pre_steps_table() {
   using text::SplitPattern;
   static const std::map<std::string, PreSteps> table = [] {
@@ -72,15 +92,21 @@ const std::map<std::string, PreSteps>& pre_steps_table() {
     auto add = [&](PreSteps p, std::initializer_list<const char*> names) {
       for (const char* n : names) t.emplace(n, p);
     };
-    add({SplitPattern::gpt2}, {"default", "gpt-2", "gpt2", "olmo", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es",
-                               "jina-v2-de", "a.x-4.0", "mellum", "modern-bert", "jina-v1-en", "jina-v2-code", "roberta-bpe",
-                               "mpt", "jais", "trillion", "granite-docling"});
-    add({SplitPattern::cl100k}, {"llama3", "llama-bpe", "llama-v3", "dbrx", "smaug-bpe", "falcon3", "falcon-h1", "pixtral",
-                                 "midm-2.0", "lfm2", "jina-v5-nano"});
-    add({SplitPattern::qwen2}, {"qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "stablelm2", "hunyuan", "solar-open"});
-    add({SplitPattern::o200k}, {"gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2"});
-    add({SplitPattern::gpt2, true}, {"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva-7b",
-                                     "mellum2"});
+    auto fast = [](SplitPattern p) { return std::vector<std::string>{text::split_pattern_regex(p)}; };
+    add({fast(SplitPattern::gpt2)}, {"default", "gpt-2", "gpt2", "olmo", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es",
+                                     "jina-v2-de", "a.x-4.0", "mellum", "modern-bert", "jina-v1-en", "jina-v2-code", "roberta-bpe",
+                                     "mpt", "jais", "trillion", "granite-docling", "exaone4"});
+    add({fast(SplitPattern::cl100k), false, true}, {"llama3", "llama-bpe", "llama-v3", "falcon3", "falcon-h1", "pixtral",
+                                                    "midm-2.0", "lfm2", "jina-v5-nano"});
+    add({fast(SplitPattern::cl100k)}, {"dbrx", "smaug-bpe"});
+    add({fast(SplitPattern::qwen2)}, {"qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "stablelm2", "hunyuan", "solar-open"});
+    add({fast(SplitPattern::o200k)}, {"gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2"});
+    add({fast(SplitPattern::gpt2), true}, {"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva-7b",
+                                           "mellum2"});
+    add({{kTekken}, false, true}, {"tekken"});
+    add({kDeepseekV3}, {"deepseek-v3"});
+    add({kDeepseekCoder}, {"deepseek-coder"});
+    add({{kGlm4}}, {"glm4", "chatglm-bpe"});
     return t;
   }();
   return table;
@@ -537,8 +563,8 @@ namespace {
 Json pre_tokenizer_steps(const PreSteps& p) {
   Json steps = Json::array();
   if (p.digits_apart) steps.push_back({{"type", "Digits"}, {"individual_digits", true}});
-  steps.push_back({{"type", "Split"}, {"pattern", {{"Regex", text::split_pattern_regex(p.pattern)}}}, {"behavior", "Isolated"},
-                   {"invert", false}});
+  for (const std::string& regex : p.regexes)
+    steps.push_back({{"type", "Split"}, {"pattern", {{"Regex", regex}}}, {"behavior", "Isolated"}, {"invert", false}});
   steps.push_back({{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", false}});
   return steps;
 }
@@ -565,7 +591,7 @@ std::string GgufModel::byte_level_tokenizer_json(const GgufValue& tokens, const 
             {"post_processor", nullptr},
             {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}}},
             {"model", {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"byte_fallback", false},
-                       {"vocab", vocab}, {"merges", merges->strings}}}};
+                       {"ignore_merges", steps->ignore_merges}, {"vocab", vocab}, {"merges", merges->strings}}}};
   return j.dump();
 }
 
