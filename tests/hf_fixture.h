@@ -272,6 +272,26 @@ inline HfModel make_granite(bool moe) {
   return m;
 }
 
+// Granite 4 without Mamba layers or experts: the MLP as shared_mlp's fused input_linear (gate
+// rows, then up rows) and output_linear; RoPE only with position_embedding_type "rope".
+inline HfModel make_granite4(const char* position) {
+  HfModel m = make_dense_or_moe({.type = "granitemoehybrid"});
+  set_granite_multipliers(m);
+  m.config["layer_types"] = {"attention", "attention"};
+  m.config["num_local_experts"] = 0, m.config["shared_intermediate_size"] = kInter;
+  m.config["position_embedding_type"] = position;
+  for (int i = 0; i < kLayers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    std::vector<float> fused = m.at(p + "mlp.gate_proj.weight");
+    const std::vector<float>& up = m.at(p + "mlp.up_proj.weight");
+    fused.insert(fused.end(), up.begin(), up.end());
+    m.set(p + "shared_mlp.input_linear.weight", {2 * kInter, kD}, std::move(fused));
+    m.set(p + "shared_mlp.output_linear.weight", {kD, kInter}, m.at(p + "mlp.down_proj.weight"));
+    for (const char* w : {"gate_proj", "up_proj", "down_proj"}) m.tensors.erase(p + "mlp." + w + ".weight");
+  }
+  return m;
+}
+
 // DeepSeek-V2 with a query LoRA, MLA, one dense layer, then routed + shared experts.
 constexpr int kLora = 24, kQLora = 32, kNope = 16, kRope = 8, kV = 16;
 inline HfModel make_deepseek() {
@@ -384,8 +404,10 @@ class HfOracle {
                          ((type_ == "olmo3" || type_ == "exaone4") && c_["layer_types"][i] == "sliding_attention");
     const double theta = type_ == "gemma3_text" && sliding ? 100.0 : c_["rope_theta"].get<double>();
     // SmolLM3's marked layers; EXAONE 4's full layers when it has windows ("global NoPE").
+    // Granite 4: position_embedding_type "nope".
     const bool nope = (c_.contains("no_rope_layers") && c_["no_rope_layers"][i].get<int>() == 0) ||
-                      (type_ == "exaone4" && c_.contains("sliding_window") && !sliding);
+                      (type_ == "exaone4" && c_.contains("sliding_window") && !sliding) ||
+                      c_.value("position_embedding_type", "rope") == "nope";
     // Olmo 3's sliding layers rotate with rope_type "default": no scaling.
     const bool scaled = !(type_ == "olmo3" && sliding);
     for (int hd = 0; hd < kHeads && !nope; ++hd) rotate(qv.data() + hd * kHeadDim, theta, scaled);
@@ -496,6 +518,10 @@ class HfOracle {
     if (m_.has(q + "gate_up_proj.weight"))
       return mlp(m_.at(q + "gate_up_proj.weight"), m_.at(q + "gate_up_proj.weight"), m_.at(q + "down_proj.weight"), hidden, x, 0, hidden);
     if (type_ == "granitemoe") return granite_moe(p + "block_sparse_moe.", x);
+    if (m_.has(p + "shared_mlp.input_linear.weight")) {
+      const auto& in = m_.at(p + "shared_mlp.input_linear.weight");
+      return mlp(in, in, m_.at(p + "shared_mlp.output_linear.weight"), hidden, x, 0, hidden);
+    }
     if (!m_.has(q + "gate.weight")) return named_mlp(q, hidden, x);
     Vec logits = matvec(m_.at(q + "gate.weight"), kExperts, kD, x.data());
     double mx = -INFINITY, sum = 0;

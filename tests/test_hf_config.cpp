@@ -340,6 +340,25 @@ TEST(HfConfigMapping, GraniteMultipliers) {
   EXPECT_NE(import_error(bad).find("residual_multiplier"), std::string::npos) << import_error(bad);
 }
 
+// Granite 4 without Mamba layers (micro: every layer attention, RoPE, the shared MLP only); a
+// hybrid's Mamba-2 layers and routed experts are refused naming the field.
+TEST(HfConfigMapping, Granite4AttentionOnly) {
+  ModelConfig c = load_hf_config(fixture("granite-4.0-micro"));
+  EXPECT_EQ(c.ffn(0).kind, FfnKind::dense);
+  EXPECT_EQ(c.ffn(0).hidden, 8192);
+  EXPECT_TRUE(c.mixer(0).rope.has_value());
+  EXPECT_DOUBLE_EQ(c.logit_divisor, 10.0);
+  EXPECT_DOUBLE_EQ(c.mixer(0).scale, 0.015625);
+  Json j = fixture_json("granite-4.0-micro");
+  j["position_embedding_type"] = "nope";
+  EXPECT_FALSE(import_hf_config(j, "g4.json").mixer(0).rope.has_value());
+  j["layer_types"][3] = "mamba";
+  EXPECT_NE(import_error(j).find("layer_types"), std::string::npos) << import_error(j);
+  j = fixture_json("granite-4.0-micro");
+  j["num_local_experts"] = 64;
+  EXPECT_NE(import_error(j).find("num_local_experts"), std::string::npos) << import_error(j);
+}
+
 TEST(HfConfigMapping, Qwen3NextHybrid) {
   ModelConfig c = load_hf_config(fixture("qwen3-next-80b-a3b-instruct"));
   EXPECT_TRUE(c.norm.unit_offset);

@@ -575,6 +575,30 @@ ModelConfig map_granitemoe(JsonReader& r) {
   return c;
 }
 
+// Granite 4 (granitemoehybrid) with attention layers only and no routed experts (the
+// granite-4.0 micro, 1b and 350m models): Granite's multipliers, the MLP is shared_mlp of
+// shared_intermediate_size, and attention rotates only with position_embedding_type "rope"
+// (the default, as the hybrid models' attention, is "nope"). Mamba-2 layers are refused.
+ModelConfig map_granitemoehybrid(JsonReader& r) {
+  ModelConfig c = read_model(r, false, 1e-6);
+  const int L = required_int(r, "num_hidden_layers", 1, kMaxLayers);
+  const std::vector<bool> attention = read_layer_types(r, L, "attention", "mamba", [](int) { return false; });
+  if (!r.has("layer_types") || std::find(attention.begin(), attention.end(), false) != attention.end())
+    r.fail("layer_types", "Granite 4's Mamba-2 layers are not supported: expected " + std::to_string(L) + " \"attention\" layers");
+  if (r.integer_or("num_local_experts", 0, 0) > 0)
+    r.fail("num_local_experts", "Granite 4's routed experts are not supported (expected 0: the shared MLP alone)");
+  MixerSpec m = read_attention(r, c, 10000.0);
+  m.qkv_bias = m.o_bias = r.boolean_or("attention_bias", false);
+  const std::string position = r.string_or("position_embedding_type", "nope");
+  if (position == "nope") m.rope.reset();
+  else if (position != "rope") r.fail("position_embedding_type", "expected \"rope\" or \"nope\", got \"" + position + "\"");
+  c.mixers.push_back({"attention", m});
+  c.ffns.push_back({"dense", dense_ffn(required_int(r, "shared_intermediate_size"), read_activation(r, "hidden_act", "silu"))});
+  schedule(c, L, [](int) { return std::pair{std::string("attention"), std::string("dense")}; });
+  read_granite_multipliers(r, c);
+  return c;
+}
+
 // OLMo 2 / Olmo 3: each sublayer reads the residual as it is and its output is normalised
 // before it is added (x + norm(f(x))); RMSNorm over the whole q and k projections, as OLMoE.
 // Olmo 3 adds sliding-window layers (by default all but every fourth), which rotate without the
@@ -670,6 +694,7 @@ const std::vector<std::pair<std::string, Mapper>>& families() {
       {"gemma", map_gemma1},        {"gemma2", map_gemma2},           {"gemma3_text", map_gemma3_text},
       {"olmoe", map_olmoe},         {"olmo2", map_olmo2},             {"olmo3", map_olmo3},
       {"granite", map_granite},     {"granitemoe", map_granitemoe},   {"exaone4", map_exaone4},
+      {"granitemoehybrid", map_granitemoehybrid},
       {"gpt_oss", map_gpt_oss},     {"phi3", map_phi3},               {"smollm3", map_smollm3},
   };
   return list;

@@ -143,8 +143,10 @@ std::vector<ElementRun> HfCheckpoint::layer_runs(int layer, const std::string& r
     return attention_runs(p + "self_attn.", rel.substr(5), t, m);
   }
   if (rel.rfind("ffn.", 0) == 0)
-    return ffn_runs(p + (model_type_ == "mixtral" || granite_moe(model_type_) ? "block_sparse_moe." : "mlp."), rel.substr(4), t,
-                    config_.ffn(layer));
+    return ffn_runs(p + (model_type_ == "mixtral" || granite_moe(model_type_) ? "block_sparse_moe."
+                         : model_type_ == "granitemoehybrid"                   ? "shared_mlp."
+                                                                               : "mlp."),
+                    rel.substr(4), t, config_.ffn(layer));
   throw IoError(dir_ + ": tensor " + t.name + " has no Hugging Face source for model_type " + model_type_);
 }
 
@@ -234,6 +236,11 @@ std::vector<ElementRun> HfCheckpoint::ffn_runs(const std::string& p, const std::
     return whole(q + (b == "b_gate" ? "gate_proj.bias" : b == "b_up" ? "up_proj.bias" : "down_proj.bias"), t.shape);
   };
   if (granite_moe(model_type_)) return granite_moe_runs(p, rel, t);
+  if (model_type_ == "granitemoehybrid" && (rel == "w_gate" || rel == "w_up")) {  // shared_mlp.input_linear: gate, then up
+    const int64_t hidden = t.shape[0];
+    return {rows(p + "input_linear.weight", {2 * hidden, t.shape[1]}, rel == "w_gate" ? 0 : hidden, hidden)};
+  }
+  if (model_type_ == "granitemoehybrid" && rel == "w_down") return whole(p + "output_linear.weight", t.shape);
   if (rel == "w_gate" || rel == "w_up" || rel == "w_down") return mlp(p, rel, t.shape);
   if (rel == "b_gate" || rel == "b_up" || rel == "b_down") return bias(p, rel);
   if (rel == "router") return whole(p + "gate.weight", t.shape);
