@@ -663,11 +663,11 @@ ModelConfig small_llama() {
   return HfCheckpoint(dir.path.string()).config();
 }
 
-TEST(ConvertGguf, RoundTripIsBitIdenticalAtQ8) {
+// A model directory exported as `arch` and read back: the same bytes for every tensor, the same logits.
+void expect_round_trip(const ModelConfig& c, const std::string& arch) {
   TempDir dir;
-  const ModelConfig c = small_llama();
   write_random_model(dir / "a", c, 7, kernels::DType::q8, 32, tokenizer_json(), false, 1);
-  EXPECT_EQ(export_gguf(dir / "a", dir / "a.gguf"), "llama");
+  EXPECT_EQ(export_gguf(dir / "a", dir / "a.gguf"), arch);
   ConvertOptions o;
   o.dtype = kernels::DType::q8;
   convert_gguf_file(dir / "a.gguf", dir / "b", o);
@@ -686,6 +686,18 @@ TEST(ConvertGguf, RoundTripIsBitIdenticalAtQ8) {
     sa.decode(t, la.data()), sb.decode(t, lb.data());
     ASSERT_EQ(la, lb);
   }
+}
+
+TEST(ConvertGguf, RoundTripIsBitIdenticalAtQ8) { expect_round_trip(small_llama(), "llama"); }
+
+// OLMo 2 as llama.cpp's olmo2: post norms as post_attention_norm / post_ffw_norm, full QK-norm.
+TEST(ConvertGguf, Olmo2RoundTripIsBitIdenticalAtQ8) {
+  HfModel m = make_dense_or_moe({.type = "olmo2"});
+  TempDir dir;
+  m.write(dir.path.string(), 1, tokenizer_json());
+  ModelConfig c = HfCheckpoint(dir.path.string()).config();
+  for (NamedMixer& n : c.mixers) n.spec.head_dim = c.d_model / n.spec.n_heads;  // llama.cpp's olmo2: q as wide as d
+  expect_round_trip(c, "olmo2");
 }
 
 TEST(ConvertGguf, ExportRefusesEmblaMechanisms) {

@@ -115,8 +115,10 @@ std::string unexpressible(const ModelConfig& c, bool gemma) {
     }
     if (f.kind != c.ffn(0).kind) why.insert("a mix of dense and MoE layers");
   }
-  if (!gemma && (c.norm.placement != NormPlacement::pre || c.norm.unit_offset || c.embedding_scale != 1.0 || c.logit_softcap))
-    why.insert("sandwich or post norms, 1 + w gains, embedding scaling or logit soft-capping outside Gemma");
+  // Gemma's sandwich norms, or plain gains before (llama and the rest) or after (olmo2) each sublayer.
+  const bool plain_gains = !c.norm.unit_offset && c.embedding_scale == 1.0 && !c.logit_softcap;
+  if (!gemma && (c.norm.placement == NormPlacement::sandwich || !plain_gains))
+    why.insert("sandwich norms, 1 + w gains, embedding scaling or logit soft-capping outside Gemma");
   if (c.residual_scale != 1.0 || c.logit_divisor != 1.0) why.insert("residual scales or logit divisors (Granite)");
   std::string out;
   for (auto& w : why) out += (out.empty() ? "" : ", ") + w;
@@ -134,6 +136,15 @@ Arch choose_arch(const ModelConfig& c, const std::string& dir) {
   if (gemma) {
     if (f.kind == FfnKind::moe || f.activation != Activation::geglu) refuse("a Gemma-style model must be dense GeGLU");
     return {m.qk_norm == QkNorm::head ? "gemma3" : "gemma2", true, false};
+  }
+  if (c.norm.placement == NormPlacement::post) {  // OLMo 2: llama.cpp's olmo2 graph, NEOX rotation
+    if (f.kind != FfnKind::dense || f.activation != Activation::swiglu || m.qk_norm != QkNorm::full || m.qkv_bias || !m.rope)
+      refuse("post norms are llama.cpp's olmo2: dense SwiGLU, QK-norm over all heads, no biases, RoPE");
+    if (int64_t(m.n_heads) * m.head_dim != c.d_model)
+      refuse("llama.cpp's olmo2 takes head_dim = d_model / heads, here " + num(m.head_dim) + " x " + num(m.n_heads) +
+             " != " + num(c.d_model));
+    if (c.tie_embeddings) refuse("llama.cpp's olmo2 needs its own output.weight; this model ties its embeddings");
+    return {"olmo2", false, false};
   }
   if (f.activation != Activation::swiglu) refuse("llama.cpp's llama / Qwen / OLMoE architectures use SwiGLU");
   if (f.kind == FfnKind::moe) {
