@@ -613,15 +613,8 @@ ModelConfig map_olmo(JsonReader& r, int version) {
   c.ffns.push_back({"dense", dense_ffn(required_int(r, "intermediate_size"), read_activation(r, "hidden_act", "silu"))});
   const int window = version == 3 ? r.integer_or("sliding_window", 4096, 1) : 0;
   const std::vector<bool> local = read_sliding_layers(r, L, window, [](int i) { return (i + 1) % 4 != 0; });
-  MixerSpec sliding = m;
-  sliding.window = window;
-  if (m.rope) {
-    sliding.rope = Rope{};
-    sliding.rope->theta = m.rope->theta;
-    sliding.rope->rotary_dim = m.rope->rotary_dim;
-  }
-  c.mixers.push_back({"attention", m});
-  c.mixers.push_back({"sliding", sliding});
+  add_attention_pair(c, m, window);
+  if (m.rope) c.mixers.back().spec.rope = Rope{.theta = m.rope->theta, .rotary_dim = m.rope->rotary_dim};  // "sliding"
   schedule(c, L, [&](int i) { return std::pair{std::string(attention_name(local, i)), std::string("dense")}; });
   return c;
 }
@@ -652,11 +645,8 @@ ModelConfig map_exaone4(JsonReader& r) {
     pattern = [n](int i) { return (i + 1) % n != 0; };
   }
   const std::vector<bool> local = read_sliding_layers(r, L, window, pattern);
-  MixerSpec global = m, sliding = m;
-  if (window) global.rope.reset();
-  sliding.window = window;
-  c.mixers.push_back({"attention", global});
-  c.mixers.push_back({"sliding", sliding});
+  add_attention_pair(c, m, window);
+  if (window) c.mixers.front().spec.rope.reset();  // "attention": global NoPE
   schedule(c, L, [&](int i) { return std::pair{std::string(attention_name(local, i)), std::string("dense")}; });
   return c;
 }

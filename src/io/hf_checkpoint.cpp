@@ -219,6 +219,16 @@ std::vector<ElementRun> HfCheckpoint::mla_runs(const std::string& p, const std::
   throw IoError(dir_ + ": tensor attn." + rel + " has no Hugging Face source for model_type " + model_type_);
 }
 
+// The gate (or up) rows of a fused tensor, [2 hidden, in] for one MLP or [E, 2 hidden, in] for
+// stacked experts, where each MLP holds its gate rows, then its up rows (gate_up_proj,
+// Granite's input_linear).
+std::vector<ElementRun> HfCheckpoint::gate_or_up(const std::string& name, const Shape& fused, bool gate) const {
+  const int64_t experts = fused.size() == 3 ? fused[0] : 1, hidden = fused[fused.size() - 2] / 2;
+  std::vector<ElementRun> out;
+  for (int64_t e = 0; e < experts; ++e) out.push_back(rows(name, fused, e * 2 * hidden + (gate ? 0 : hidden), hidden));
+  return out;
+}
+
 // Dense MLPs (gate_proj/up_proj split or gate_up_proj fused, gate rows first), the router,
 // experts one tensor per expert (Mixtral's w1/w3/w2 too) or stacked ([E, 2h, x] gate_up_proj
 // and [E, x, h] down_proj), and shared experts.
@@ -230,16 +240,14 @@ std::vector<ElementRun> HfCheckpoint::ffn_runs(const std::string& p, const std::
     if (w == "w_down") return whole(q + "down_proj.weight", shape);
     const std::string split = q + (w == "w_gate" ? "gate_proj.weight" : "up_proj.weight");
     if (has(split) || !has(q + "gate_up_proj.weight")) return whole(split, shape);
-    return {rows(q + "gate_up_proj.weight", {2 * hidden, in}, w == "w_gate" ? 0 : hidden, hidden)};
+    return gate_or_up(q + "gate_up_proj.weight", {2 * hidden, in}, w == "w_gate");
   };
   auto bias = [&](const std::string& q, const std::string& b) {
     return whole(q + (b == "b_gate" ? "gate_proj.bias" : b == "b_up" ? "up_proj.bias" : "down_proj.bias"), t.shape);
   };
   if (granite_moe(model_type_)) return granite_moe_runs(p, rel, t);
-  if (model_type_ == "granitemoehybrid" && (rel == "w_gate" || rel == "w_up")) {  // shared_mlp.input_linear: gate, then up
-    const int64_t hidden = t.shape[0];
-    return {rows(p + "input_linear.weight", {2 * hidden, t.shape[1]}, rel == "w_gate" ? 0 : hidden, hidden)};
-  }
+  if (model_type_ == "granitemoehybrid" && (rel == "w_gate" || rel == "w_up"))  // shared_mlp.input_linear
+    return gate_or_up(p + "input_linear.weight", {2 * t.shape[0], t.shape[1]}, rel == "w_gate");
   if (model_type_ == "granitemoehybrid" && rel == "w_down") return whole(p + "output_linear.weight", t.shape);
   if (rel == "w_gate" || rel == "w_up" || rel == "w_down") return mlp(p, rel, t.shape);
   if (rel == "b_gate" || rel == "b_up" || rel == "b_down") return bias(p, rel);
@@ -259,10 +267,7 @@ std::vector<ElementRun> HfCheckpoint::ffn_runs(const std::string& p, const std::
                          has(p + "experts.down_proj");
     if (stacked) {
       if (w == "w_down") return whole(p + "experts.down_proj", t.shape);
-      std::vector<ElementRun> out;
-      for (int64_t e = 0; e < E; ++e)
-        out.push_back(rows(p + "experts.gate_up_proj", {E, 2 * r, c}, e * 2 * r + (w == "w_gate" ? 0 : r), r));
-      return out;
+      return gate_or_up(p + "experts.gate_up_proj", {E, 2 * r, c}, w == "w_gate");
     }
     std::vector<ElementRun> out;
     const char* mixtral_name = w == "w_gate" ? "w1.weight" : w == "w_up" ? "w3.weight" : "w2.weight";
@@ -282,13 +287,8 @@ std::vector<ElementRun> HfCheckpoint::ffn_runs(const std::string& p, const std::
 std::vector<ElementRun> HfCheckpoint::granite_moe_runs(const std::string& p, const std::string& rel, const TensorInfo& t) const {
   if (rel == "router") return whole(p + "router.layer.weight", t.shape);
   if (rel == "experts.w_down") return whole(p + "output_linear.weight", t.shape);
-  if (rel == "experts.w_gate" || rel == "experts.w_up") {
-    const int64_t E = t.shape[0], r = t.shape[1], c = t.shape[2];
-    std::vector<ElementRun> out;
-    for (int64_t e = 0; e < E; ++e)
-      out.push_back(rows(p + "input_linear.weight", {E, 2 * r, c}, e * 2 * r + (rel == "experts.w_gate" ? 0 : r), r));
-    return out;
-  }
+  if (rel == "experts.w_gate" || rel == "experts.w_up")
+    return gate_or_up(p + "input_linear.weight", {t.shape[0], 2 * t.shape[1], t.shape[2]}, rel == "experts.w_gate");
   throw IoError(dir_ + ": tensor ffn." + rel + " has no Hugging Face source for model_type " + model_type_);
 }
 

@@ -63,6 +63,7 @@ class HfCheckpoint {
                                          const MixerSpec& m) const;
   std::vector<ElementRun> mla_runs(const std::string& p, const std::string& rel, const TensorInfo& t,
                                    const MixerSpec& m) const;
+  std::vector<ElementRun> gate_or_up(const std::string& name, const Shape& fused, bool gate) const;
   std::vector<ElementRun> granite_moe_runs(const std::string& p, const std::string& rel, const TensorInfo& t) const;
   std::vector<ElementRun> ffn_runs(const std::string& p, const std::string& rel, const TensorInfo& t,
                                    const FfnSpec& f) const;
