@@ -326,27 +326,111 @@ inline HfModel make_deepseek() {
   return m;
 }
 
+// Qwen3.5 (`qwen3_5`: the text model in text_config, tensors under model.language_model., a
+// vision tower and an MTP block beside it), Qwen3.5-MoE (`qwen3_5_moe`) and Qwen3-Next
+// (`qwen3_next`: in_proj_qkvz / in_proj_ba fused per key head): layer 0 Gated DeltaNet with two
+// key heads and four value heads, layer 1 full attention whose q_proj holds, per head, the
+// query then its gate; half of each head rotated; norm gains zero-centred (1 + w) but the
+// DeltaNet's output norm (plain w).
+constexpr int kGdnKeyHeads = 2, kGdnValueHeads = 4, kGdnDim = 8, kGdnConv = 4, kSharedHidden = 24;
+inline HfModel make_qwen_hybrid(const std::string& type) {
+  HfModel m;
+  const bool wrapped = type != "qwen3_next", moe = type != "qwen3_5";
+  Json text = {{"model_type", wrapped ? type + "_text" : type}, {"hidden_size", kD}, {"vocab_size", kVocab},
+               {"max_position_embeddings", 64}, {"num_hidden_layers", kLayers}, {"num_attention_heads", kHeads},
+               {"num_key_value_heads", kKvHeads}, {"head_dim", kHeadDim}, {"intermediate_size", kInter},
+               {"rms_norm_eps", 1e-6}, {"layer_types", {"linear_attention", "full_attention"}},
+               {"linear_num_key_heads", kGdnKeyHeads}, {"linear_num_value_heads", kGdnValueHeads},
+               {"linear_key_head_dim", kGdnDim}, {"linear_value_head_dim", kGdnDim}, {"linear_conv_kernel_dim", kGdnConv},
+               {"mtp_num_hidden_layers", 1}};
+  if (wrapped) {
+    text["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 500.0}, {"partial_rotary_factor", 0.5},
+                               {"mrope_section", {2, 1, 1}}, {"mrope_interleaved", true}};
+    text["attn_output_gate"] = true;
+  } else {
+    text["rope_theta"] = 500.0, text["partial_rotary_factor"] = 0.5;
+  }
+  if (moe) {
+    text["num_experts"] = kExperts, text["num_experts_per_tok"] = kTopK, text["moe_intermediate_size"] = kExpertHidden;
+    text["shared_expert_intermediate_size"] = kSharedHidden, text["norm_topk_prob"] = true;
+  }
+  m.config = wrapped ? Json{{"model_type", type}, {"tie_word_embeddings", false}, {"text_config", text},
+                            {"vision_config", {{"depth", 1}}}}
+                     : text;
+  const std::string P = wrapped ? "model.language_model." : "model.";
+  m.add(P + "embed_tokens.weight", {kVocab, kD}, 1.0f);
+  m.add(P + "norm.weight", {kD}, 0.1f);
+  m.add("lm_head.weight", {kVocab, kD}, 0.1f);
+  const int key = kGdnKeyHeads * kGdnDim, value = kGdnValueHeads * kGdnDim, r = kGdnValueHeads / kGdnKeyHeads;
+  for (int i = 0; i < kLayers; ++i) {
+    const std::string p = P + "layers." + std::to_string(i) + ".";
+    m.add(p + "input_layernorm.weight", {kD}, 0.1f);
+    m.add(p + "post_attention_layernorm.weight", {kD}, 0.1f);
+    if (i == 0) {
+      const std::string a = p + "linear_attn.";
+      if (wrapped) {
+        m.add(a + "in_proj_qkv.weight", {2 * key + value, kD}, 0.1f);
+        m.add(a + "in_proj_z.weight", {value, kD}, 0.1f);
+        m.add(a + "in_proj_b.weight", {kGdnValueHeads, kD}, 0.1f);
+        m.add(a + "in_proj_a.weight", {kGdnValueHeads, kD}, 0.1f);
+      } else {
+        m.add(a + "in_proj_qkvz.weight", {2 * key + 2 * value, kD}, 0.1f);
+        m.add(a + "in_proj_ba.weight", {2 * kGdnValueHeads, kD}, 0.1f);
+      }
+      m.add(a + "conv1d.weight", {2 * key + value, 1, kGdnConv}, 0.4f);
+      std::vector<float> a_log(kGdnValueHeads);
+      for (int h = 0; h < kGdnValueHeads; ++h) a_log[size_t(h)] = kernels::bf16_to_f32(kernels::f32_to_bf16(std::log(1.5f + 3.0f * h)));
+      m.set(a + "A_log", {kGdnValueHeads}, a_log);
+      m.add(a + "dt_bias", {kGdnValueHeads}, 0.5f, 1.0f);
+      m.add(a + "norm.weight", {kGdnDim}, 0.1f, 1.0f);
+      m.add(a + "out_proj.weight", {kD, value}, 0.1f);
+    } else {
+      const std::string a = p + "self_attn.";
+      m.add(a + "q_proj.weight", {2 * kHeads * kHeadDim, kD}, 0.08f);
+      m.add(a + "k_proj.weight", {kKvHeads * kHeadDim, kD}, 0.08f);
+      m.add(a + "v_proj.weight", {kKvHeads * kHeadDim, kD}, 0.08f);
+      m.add(a + "o_proj.weight", {kD, kHeads * kHeadDim}, 0.08f);
+      m.add(a + "q_norm.weight", {kHeadDim}, 0.1f);
+      m.add(a + "k_norm.weight", {kHeadDim}, 0.1f);
+    }
+    if (!moe) {
+      add_mlp(m, p + "mlp.", kInter);
+    } else {
+      add_experts(m, p + "mlp.", {.type = type});
+      add_mlp(m, p + "mlp.shared_expert.", kSharedHidden);
+      m.add(p + "mlp.shared_expert_gate.weight", {1, kD}, 0.3f);
+    }
+  }
+  (void)r;
+  m.add("mtp.fc.weight", {kD, 2 * kD}, 0.1f);  // multi-token prediction: left out
+  if (wrapped) m.add("model.visual.patch_embed.proj.weight", {8, 3}, 0.1f);  // the vision tower: left out
+  return m;
+}
+
 // ---- The oracle ----------------------------------------------------------------------------
 
 class HfOracle {
  public:
-  explicit HfOracle(const HfModel& m) : m_(m), c_(m.config), type_(m.config["model_type"].get<std::string>()) {
+  explicit HfOracle(const HfModel& m)
+      : m_(m), c_(m.config.contains("text_config") ? m.config["text_config"] : m.config), type_(c_["model_type"].get<std::string>()) {
+    if (m.config.contains("text_config")) prefix_ = "model.language_model.";
+    hybrid_ = type_ == "qwen3_next" || type_.rfind("qwen3_5", 0) == 0;
     gemma_ = type_.rfind("gemma", 0) == 0;
     sandwich_ = gemma_ && type_ != "gemma";
     post_ = type_ == "olmo2" || type_ == "olmo3" || type_ == "exaone4";
     eps_ = c_.value("rms_norm_eps", 1e-6);
-    keys_.resize(kLayers), values_.resize(kLayers);
+    keys_.resize(kLayers), values_.resize(kLayers), conv_.resize(kLayers), state_.resize(kLayers);
   }
 
   Vec step(int token) {
-    Vec h(m_.at("model.embed_tokens.weight").begin() + int64_t(token) * kD,
-          m_.at("model.embed_tokens.weight").begin() + int64_t(token + 1) * kD);
+    const std::vector<float>& embed = m_.at(prefix_ + "embed_tokens.weight");
+    Vec h(embed.begin() + int64_t(token) * kD, embed.begin() + int64_t(token + 1) * kD);
     if (gemma_)
       for (float& x : h) x *= std::sqrt(float(kD));
     for (float& x : h) x *= c_.value("embedding_multiplier", 1.0f);  // Granite
     for (int i = 0; i < kLayers; ++i) layer(i, h);
-    norm(h.data(), kD, "model.norm.weight");
-    const std::string head = m_.has("lm_head.weight") ? "lm_head.weight" : "model.embed_tokens.weight";
+    norm(h.data(), kD, prefix_ + "norm.weight");
+    const std::string head = m_.has("lm_head.weight") ? "lm_head.weight" : prefix_ + "embed_tokens.weight";
     Vec logits = matvec(m_.at(head), kVocab, kD, h.data());
     for (float& x : logits) x /= c_.value("logits_scaling", 1.0f);  // Granite
     if (c_.contains("final_logit_softcapping")) {
@@ -358,7 +442,7 @@ class HfOracle {
   }
 
  private:
-  void norm(float* x, int64_t n, const std::string& w) { rmsnorm(x, n, m_.at(w).data(), eps_, gemma_ ? 1.0f : 0.0f); }
+  void norm(float* x, int64_t n, const std::string& w) { rmsnorm(x, n, m_.at(w).data(), eps_, gemma_ || hybrid_ ? 1.0f : 0.0f); }
   Vec proj(const std::string& w, int64_t rows, int64_t cols, const Vec& x) {
     Vec y = matvec(m_.at(w + ".weight"), rows, cols, x.data());
     if (m_.has(w + ".bias"))
@@ -367,11 +451,13 @@ class HfOracle {
   }
 
   void layer(int i, Vec& h) {
-    const std::string p = "model.layers." + std::to_string(i) + ".";
+    const std::string p = prefix_ + "layers." + std::to_string(i) + ".";
     // OLMo 2 / Olmo 3 (post_): the sublayers read h itself, their outputs are normalised.
     Vec x = h;
     if (!post_) norm(x.data(), kD, p + "input_layernorm.weight");
-    Vec a = type_.rfind("deepseek", 0) == 0 ? mla(i, p + "self_attn.", x) : attention(i, p + "self_attn.", x);
+    Vec a = type_.rfind("deepseek", 0) == 0                          ? mla(i, p + "self_attn.", x)
+            : hybrid_ && c_["layer_types"][i] == "linear_attention" ? gated_deltanet(i, p + "linear_attn.", x)
+                                                                    : attention(i, p + "self_attn.", x);
     if (sandwich_ || post_) norm(a.data(), kD, p + "post_attention_layernorm.weight");
     const float residual = c_.value("residual_multiplier", 1.0f);  // Granite
     for (int k = 0; k < kD; ++k) h[k] += a[k] * residual;
@@ -393,6 +479,15 @@ class HfOracle {
     } else {
       qv = proj(p + "q_proj", q, kD, x), kvec = proj(p + "k_proj", kv, kD, x), vv = proj(p + "v_proj", kv, kD, x);
     }
+    Vec gate;
+    if (hybrid_) {  // Qwen3-Next / Qwen3.5: q_proj gives, per head, the query and then a gate
+      const Vec both = proj(p + "q_proj", 2 * q, kD, x);
+      qv.assign(size_t(q), 0.0f), gate.assign(size_t(q), 0.0f);
+      for (int hd = 0; hd < kHeads; ++hd)
+        for (int e = 0; e < kHeadDim; ++e)
+          qv[size_t(hd * kHeadDim + e)] = both[size_t(2 * hd * kHeadDim + e)],
+          gate[size_t(hd * kHeadDim + e)] = both[size_t((2 * hd + 1) * kHeadDim + e)];
+    }
     const bool olmo = type_.rfind("olmo", 0) == 0;  // OLMoE, OLMo 2, Olmo 3: RMSNorm over all heads
     if (olmo) norm(qv.data(), q, p + "q_norm.weight"), norm(kvec.data(), kv, p + "k_norm.weight");
     if (m_.has(p + "q_norm.weight") && !olmo) {
@@ -402,7 +497,7 @@ class HfOracle {
     const bool sliding = (type_ == "gemma2" && i % 2 == 0) || (type_ == "gemma3_text" && (i + 1) % 2 != 0) ||
                          (type_ == "phi3" && c_.contains("sliding_window")) ||
                          ((type_ == "olmo3" || type_ == "exaone4") && c_["layer_types"][i] == "sliding_attention");
-    const double theta = type_ == "gemma3_text" && sliding ? 100.0 : c_["rope_theta"].get<double>();
+    const double theta = type_ == "gemma3_text" && sliding ? 100.0 : rope_field("rope_theta", 10000.0);
     // SmolLM3's marked layers; EXAONE 4's full layers when it has windows ("global NoPE").
     // Granite 4: position_embedding_type "nope".
     const bool nope = (c_.contains("no_rope_layers") && c_["no_rope_layers"][i].get<int>() == 0) ||
@@ -431,6 +526,7 @@ class HfOracle {
       }
       mix(s, values_[i], g * kHeadDim, kHeadDim, o.data() + hd * kHeadDim);
     }
+    for (size_t e = 0; e < gate.size(); ++e) o[e] *= 1.0f / (1.0f + std::exp(-gate[e]));
     return proj(p + "o_proj", kD, q, o);
   }
 
@@ -440,7 +536,7 @@ class HfOracle {
   // sqrt(1 + ln s / ln L), s = max_position_embeddings / L.
   // Linear scaling ("rope_type": "linear") divides every frequency by its factor.
   void rotate(float* x, double theta, bool scaled = true) const {
-    const int r = int(std::lround(c_.value("partial_rotary_factor", 1.0) * kHeadDim));
+    const int r = int(std::lround(rope_field("partial_rotary_factor", 1.0) * kHeadDim));
     if (scaled && c_.contains("rope_scaling") && c_["rope_scaling"].value("rope_type", "") == "linear") {
       const std::vector<double> factor(size_t(r / 2), c_["rope_scaling"]["factor"].get<double>());
       return rope_half(x, r, pos_, theta, factor.data());
@@ -450,6 +546,86 @@ class HfOracle {
     const double L = c_["original_max_position_embeddings"].get<double>(), s = c_["max_position_embeddings"].get<double>() / L;
     const std::vector<double> factor = sc[pos_ + 1 > L ? "long_factor" : "short_factor"].get<std::vector<double>>();
     rope_half(x, r, pos_, theta, factor.data(), s > 1 ? std::sqrt(1 + std::log(s) / std::log(L)) : 1.0);
+  }
+
+  // A RoPE field at the top of the config or, as transformers 5 writes it, in rope_parameters.
+  double rope_field(const char* key, double fallback) const {
+    if (c_.contains("rope_parameters") && c_["rope_parameters"].contains(key)) return c_["rope_parameters"][key].get<double>();
+    return c_.value(key, fallback);
+  }
+
+  // Gated DeltaNet as transformers' Qwen3NextGatedDeltaNet / Qwen3_5GatedDeltaNet with its torch
+  // recurrence (torch_recurrent_gated_delta_rule): a causal depthwise conv and SiLU over [q, k, v],
+  // q and k L2-normalised (eps 1e-6), q scaled by 1 / sqrt(d_k); per value head h, reading key
+  // head h / r: S <- e^g S, S <- S + k ((v - S^T k) beta)^T, o = S^T q; then
+  // RMSNorm(o) w silu(z) per head and out_proj. Qwen3-Next's fused projections are read through
+  // its fix_query_key_value_ordering (per key head: q, k, r v heads, r z heads; r b's, r a's).
+  Vec gated_deltanet(int i, const std::string& p, const Vec& x) {
+    const int hk = kGdnKeyHeads, hv = kGdnValueHeads, dk = kGdnDim, dv = kGdnDim, K = kGdnConv, r = hv / hk;
+    const int key = hk * dk, value = hv * dv, channels = 2 * key + value;
+    Vec mixed(static_cast<size_t>(channels)), z(static_cast<size_t>(value)), b(static_cast<size_t>(hv)), a(static_cast<size_t>(hv));
+    if (m_.has(p + "in_proj_qkv.weight")) {
+      mixed = proj(p + "in_proj_qkv", channels, kD, x), z = proj(p + "in_proj_z", value, kD, x);
+      b = proj(p + "in_proj_b", hv, kD, x), a = proj(p + "in_proj_a", hv, kD, x);
+    } else {
+      const Vec qkvz = proj(p + "in_proj_qkvz", 2 * key + 2 * value, kD, x), ba = proj(p + "in_proj_ba", 2 * hv, kD, x);
+      const int group = 2 * dk + 2 * r * dv;
+      for (int g = 0; g < hk; ++g) {
+        for (int e = 0; e < dk; ++e)
+          mixed[size_t(g * dk + e)] = qkvz[size_t(g * group + e)], mixed[size_t(key + g * dk + e)] = qkvz[size_t(g * group + dk + e)];
+        for (int e = 0; e < r * dv; ++e)
+          mixed[size_t(2 * key + g * r * dv + e)] = qkvz[size_t(g * group + 2 * dk + e)],
+          z[size_t(g * r * dv + e)] = qkvz[size_t(g * group + 2 * dk + r * dv + e)];
+        for (int e = 0; e < r; ++e) b[size_t(g * r + e)] = ba[size_t(g * 2 * r + e)], a[size_t(g * r + e)] = ba[size_t(g * 2 * r + r + e)];
+      }
+    }
+    // The conv over this token and the K - 1 before it (zeros before the first).
+    std::vector<Vec>& past = conv_[i];
+    past.push_back(mixed);
+    const std::vector<float>& w = m_.at(p + "conv1d.weight");
+    Vec c(static_cast<size_t>(channels));
+    for (int ch = 0; ch < channels; ++ch) {
+      double acc = 0;
+      for (int j = 0; j < K; ++j) {
+        const int64_t t = int64_t(past.size()) - K + j;
+        if (t >= 0) acc += double(w[size_t(ch * K + j)]) * past[size_t(t)][size_t(ch)];
+      }
+      c[size_t(ch)] = silu(float(acc));
+    }
+    auto l2 = [](float* v, int n) {
+      double ss = 0;
+      for (int e = 0; e < n; ++e) ss += double(v[e]) * v[e];
+      const double inv = 1.0 / std::sqrt(ss + 1e-6);
+      for (int e = 0; e < n; ++e) v[e] = float(v[e] * inv);
+    };
+    for (int g = 0; g < hk; ++g) l2(c.data() + g * dk, dk), l2(c.data() + key + g * dk, dk);
+    std::vector<double>& S = state_[i];
+    S.resize(size_t(hv * dk * dv), 0.0);
+    Vec o(static_cast<size_t>(value));
+    for (int h = 0; h < hv; ++h) {
+      const float* qh = c.data() + (h / r) * dk;
+      const float* kh = c.data() + key + (h / r) * dk;
+      const float* vh = c.data() + 2 * key + h * dv;
+      const double A = std::exp(double(m_.at(p + "A_log")[size_t(h)]));
+      const double pre = double(a[size_t(h)]) + m_.at(p + "dt_bias")[size_t(h)];
+      const double g = -A * (pre > 20 ? pre : std::log1p(std::exp(pre))), beta = 1.0 / (1.0 + std::exp(-double(b[size_t(h)])));
+      double* s = S.data() + h * dk * dv;
+      for (int e = 0; e < dk * dv; ++e) s[e] *= std::exp(g);
+      for (int f = 0; f < dv; ++f) {
+        double mem = 0;
+        for (int e = 0; e < dk; ++e) mem += s[e * dv + f] * kh[e];
+        const double delta = (vh[f] - mem) * beta;
+        for (int e = 0; e < dk; ++e) s[e * dv + f] += kh[e] * delta;
+      }
+      for (int f = 0; f < dv; ++f) {
+        double acc = 0;
+        for (int e = 0; e < dk; ++e) acc += s[e * dv + f] * qh[e] / std::sqrt(double(dk));
+        o[size_t(h * dv + f)] = float(acc);
+      }
+      rmsnorm(o.data() + h * dv, dv, m_.at(p + "norm.weight").data(), eps_, 0.0f);
+      for (int f = 0; f < dv; ++f) o[size_t(h * dv + f)] *= silu(z[size_t(h * dv + f)]);
+    }
+    return proj(p + "out_proj", kD, value, o);
   }
 
   // softmax(s) . V (columns [off, off + n) of each cached value).
@@ -514,7 +690,7 @@ class HfOracle {
 
   Vec ffn(int i, const std::string& p, const Vec& x) {
     const std::string q = p + (type_ == "mixtral" ? "block_sparse_moe." : "mlp.");
-    const int hidden = m_.config.value("intermediate_size", kInter);
+    const int hidden = c_.value("intermediate_size", kInter);
     if (m_.has(q + "gate_up_proj.weight"))
       return mlp(m_.at(q + "gate_up_proj.weight"), m_.at(q + "gate_up_proj.weight"), m_.at(q + "down_proj.weight"), hidden, x, 0, hidden);
     if (type_ == "granitemoe") return granite_moe(p + "block_sparse_moe.", x);
@@ -556,6 +732,11 @@ class HfOracle {
       Vec s = named_mlp(q + "shared_experts.", kExpertHidden, x);
       for (int r = 0; r < kD; ++r) y[r] += s[r];
     }
+    if (m_.has(q + "shared_expert.down_proj.weight")) {  // Qwen: one shared expert scaled by sigmoid(w . x)
+      const Vec s = named_mlp(q + "shared_expert.", c_["shared_expert_intermediate_size"].get<int>(), x);
+      const float gate = 1.0f / (1.0f + std::exp(-matvec(m_.at(q + "shared_expert_gate.weight"), 1, kD, x.data())[0]));
+      for (int r = 0; r < kD; ++r) y[r] += gate * s[r];
+    }
     (void)i;
     return y;
   }
@@ -584,12 +765,15 @@ class HfOracle {
 
   const HfModel& m_;
   const Json& c_;
-  std::string type_;
+  std::string type_, prefix_ = "model.";
   bool gemma_ = false, sandwich_ = false;  // Gemma: 1 + w gains, sqrt(d) embedding, GeGLU; 2 / 3: sandwich norms
   bool post_ = false;                      // OLMo 2 / Olmo 3 / EXAONE 4: x + norm(f(x))
+  bool hybrid_ = false;                    // Qwen3-Next / Qwen3.5: 1 + w gains, DeltaNet layers, gated attention
   double eps_ = 1e-6;
   int64_t pos_ = 0;
   std::vector<std::vector<Vec>> keys_, values_;
+  std::vector<std::vector<Vec>> conv_;     // DeltaNet layers: every token's projected [q, k, v]
+  std::vector<std::vector<double>> state_;  // DeltaNet layers: S per value head [d_k][d_v]
 };
 
 }  // namespace wren::hf_fixture

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <set>
 
 #include "config/read_file.h"
 #include "gguf_fixture.h"
@@ -435,6 +436,145 @@ TEST(ConvertGguf, Exaone4WindowsAndGlobalNoPE) {
   expect_converted_matches(m, dir);
   const ModelConfig c = GgufModel(dir / "m.gguf").config();
   EXPECT_TRUE(c.mixer(0).rope && !c.mixer(1).rope);
+}
+
+// Qwen3.5 / Qwen3.5-MoE as llama.cpp's converter writes them (conversion/qwen.py), from the HF
+// tensors of make_qwen_hybrid: the value heads tiled over the key heads (file head j h_k + g
+// holds value head j of key head g) in attn_qkv's v rows, ssm_conv1d's v channels, attn_gate,
+// ssm_beta, ssm_alpha, ssm_a, ssm_dt.bias and ssm_out's columns; ssm_a = -e^A_log; conv1d
+// squeezed to [channels, K]; every zero-centred gain stored as 1 + w (ssm_norm as it is);
+// the shared expert's gate as a vector; the MTP block and the vision tower not written. The
+// quantised tensors (`q8`) hold what the oracle then reads: their values are tiled, encoded and
+// untiled back into `m`.
+void write_qwen35_gguf(HfModel& m, const std::string& path, const std::string& arch, const std::set<std::string>& q8) {
+  GgufWriter w;
+  const std::string a = arch + ".", P = "model.language_model.";
+  w.set_string("general.architecture", arch);
+  w.set_u32(a + "context_length", 64), w.set_u32(a + "embedding_length", kD), w.set_u32(a + "block_count", kLayers);
+  w.set_u32(a + "feed_forward_length", kInter), w.set_u32(a + "attention.head_count", kHeads);
+  w.set_u32(a + "attention.head_count_kv", kKvHeads), w.set_u32(a + "attention.key_length", kHeadDim);
+  w.set_f32(a + "attention.layer_norm_rms_epsilon", 1e-6f), w.set_f32(a + "rope.freq_base", 500.0f);
+  w.set_u32(a + "rope.dimension_count", kHeadDim / 2), w.set_u32(a + "full_attention_interval", 2);
+  w.set_u32(a + "ssm.conv_kernel", kGdnConv), w.set_u32(a + "ssm.state_size", kGdnDim);
+  w.set_u32(a + "ssm.group_count", kGdnKeyHeads), w.set_u32(a + "ssm.time_step_rank", kGdnValueHeads);
+  w.set_u32(a + "ssm.inner_size", kGdnValueHeads * kGdnDim);
+  if (arch == "qwen35moe") {
+    w.set_u32(a + "expert_count", kExperts), w.set_u32(a + "expert_used_count", kTopK);
+    w.set_u32(a + "expert_feed_forward_length", kExpertHidden), w.set_u32(a + "expert_shared_feed_forward_length", kSharedHidden);
+  }
+  set_tokenizer(w, "gpt2", "qwen35");
+  const int hk = kGdnKeyHeads, r = kGdnValueHeads / kGdnKeyHeads, key = hk * kGdnDim;
+  // Tiled head of grouped head h, over `width` rows (or columns) a head.
+  auto tiled = [&](int64_t h) { return (h % r) * hk + h / r; };
+  auto permute = [&](std::vector<float>& v, int64_t cols, int64_t first_row, int64_t width, bool columns, bool to_file) {
+    std::vector<float> out = v;
+    const int64_t rows = int64_t(v.size()) / cols;
+    for (int64_t h = 0; h < kGdnValueHeads; ++h) {
+      const int64_t from = to_file ? h : tiled(h), to = to_file ? tiled(h) : h;
+      for (int64_t e = 0; e < width; ++e) {
+        if (columns)
+          for (int64_t row = 0; row < rows; ++row) out[size_t(row * cols + to * width + e)] = v[size_t(row * cols + from * width + e)];
+        else
+          for (int64_t c = 0; c < cols; ++c)
+            out[size_t((first_row + to * width + e) * cols + c)] = v[size_t((first_row + from * width + e) * cols + c)];
+      }
+    }
+    v = std::move(out);
+  };
+  auto put = [&](const std::string& hf, const std::string& name, Shape shape, int64_t tile_row, int64_t tile_width, bool columns,
+                 std::function<float(float)> stored = nullptr) {
+    HfTensor& t = m.tensors.at(hf);
+    std::vector<float> values = t.values;
+    const int64_t cols = shape.size() == 1 ? 1 : shape.back();  // a vector: one value a row
+    if (tile_width) permute(values, cols, tile_row, tile_width, columns, true);
+    const GgmlType type = q8.count(name) ? GgmlType::Q8_0 : GgmlType::F32;
+    std::vector<uint8_t> bytes = encode_for_test(type, values, shape.size() == 1 ? int64_t(values.size()) : cols, 7);
+    std::vector<float> seen = values;  // what the file holds, in HF order for the oracle
+    if (tile_width) permute(seen, cols, tile_row, tile_width, columns, false);
+    t.values = seen;
+    if (stored) {
+      ASSERT_EQ(type, GgmlType::F32) << name;
+      for (size_t k = 0; k < values.size(); ++k) {
+        const float f = stored(values[k]);
+        std::memcpy(bytes.data() + 4 * k, &f, 4);
+      }
+    }
+    auto held = std::make_shared<std::vector<uint8_t>>(std::move(bytes));
+    w.add_tensor(name, type, shape, [held](const ByteSink& sink) { sink(held->data(), held->size()); });
+  };
+  const auto plus_one = [](float x) { return x + 1.0f; };
+  put(P + "embed_tokens.weight", "token_embd.weight", {kVocab, kD}, 0, 0, false);
+  put(P + "norm.weight", "output_norm.weight", {kD}, 0, 0, false, plus_one);
+  put("lm_head.weight", "output.weight", {kVocab, kD}, 0, 0, false);
+  for (int i = 0; i < kLayers; ++i) {
+    const std::string p = P + "layers." + std::to_string(i) + ".", b = "blk." + std::to_string(i) + ".";
+    put(p + "input_layernorm.weight", b + "attn_norm.weight", {kD}, 0, 0, false, plus_one);
+    put(p + "post_attention_layernorm.weight", b + "post_attention_norm.weight", {kD}, 0, 0, false, plus_one);
+    if (i == 0) {
+      const std::string l = p + "linear_attn.";
+      const int64_t channels = 2 * key + kGdnValueHeads * kGdnDim;
+      put(l + "in_proj_qkv.weight", b + "attn_qkv.weight", {channels, kD}, 2 * key, kGdnDim, false);
+      put(l + "in_proj_z.weight", b + "attn_gate.weight", {kGdnValueHeads * kGdnDim, kD}, 0, kGdnDim, false);
+      put(l + "in_proj_b.weight", b + "ssm_beta.weight", {kGdnValueHeads, kD}, 0, 1, false);
+      put(l + "in_proj_a.weight", b + "ssm_alpha.weight", {kGdnValueHeads, kD}, 0, 1, false);
+      put(l + "conv1d.weight", b + "ssm_conv1d.weight", {channels, kGdnConv}, 2 * key, kGdnDim, false);
+      put(l + "A_log", b + "ssm_a", {kGdnValueHeads}, 0, 1, false, [](float x) { return -std::exp(x); });
+      put(l + "dt_bias", b + "ssm_dt.bias", {kGdnValueHeads}, 0, 1, false);
+      put(l + "norm.weight", b + "ssm_norm.weight", {kGdnDim}, 0, 0, false);
+      put(l + "out_proj.weight", b + "ssm_out.weight", {kD, kGdnValueHeads * kGdnDim}, 0, kGdnDim, true);
+    } else {
+      const std::string at = p + "self_attn.";
+      put(at + "q_proj.weight", b + "attn_q.weight", {2 * kHeads * kHeadDim, kD}, 0, 0, false);
+      put(at + "k_proj.weight", b + "attn_k.weight", {kKvHeads * kHeadDim, kD}, 0, 0, false);
+      put(at + "v_proj.weight", b + "attn_v.weight", {kKvHeads * kHeadDim, kD}, 0, 0, false);
+      put(at + "o_proj.weight", b + "attn_output.weight", {kD, kHeads * kHeadDim}, 0, 0, false);
+      put(at + "q_norm.weight", b + "attn_q_norm.weight", {kHeadDim}, 0, 0, false, plus_one);
+      put(at + "k_norm.weight", b + "attn_k_norm.weight", {kHeadDim}, 0, 0, false, plus_one);
+    }
+    if (arch == "qwen35") {
+      for (const char* f : {"gate", "up", "down"})
+        put(p + "mlp." + f + "_proj.weight", b + "ffn_" + f + ".weight", m.tensors.at(p + "mlp." + f + "_proj.weight").shape, 0, 0, false);
+      continue;
+    }
+    put(p + "mlp.gate.weight", b + "ffn_gate_inp.weight", {kExperts, kD}, 0, 0, false);
+    for (const char* f : {"gate", "up", "down"}) {
+      // The experts stacked [E, rows, cols] from the per-expert tensors (the oracle keeps reading those).
+      const Shape one = m.tensors.at(p + "mlp.experts.0." + f + "_proj.weight").shape;
+      std::vector<float> stacked;
+      for (int e = 0; e < kExperts; ++e) {
+        const auto& v = m.at(p + "mlp.experts." + std::to_string(e) + "." + f + "_proj.weight");
+        stacked.insert(stacked.end(), v.begin(), v.end());
+      }
+      auto held = std::make_shared<std::vector<uint8_t>>(stacked.size() * 4);
+      std::memcpy(held->data(), stacked.data(), held->size());
+      w.add_tensor(b + "ffn_" + f + "_exps.weight", GgmlType::F32, {kExperts, one[0], one[1]},
+                   [held](const ByteSink& sink) { sink(held->data(), held->size()); });
+      put(p + "mlp.shared_expert." + f + "_proj.weight", b + "ffn_" + f + "_shexp.weight",
+          m.tensors.at(p + "mlp.shared_expert." + f + "_proj.weight").shape, 0, 0, false);
+    }
+    put(p + "mlp.shared_expert_gate.weight", b + "ffn_gate_inp_shexp.weight", {kD}, 0, 0, false);
+  }
+  w.write(path);
+}
+
+TEST(ConvertGguf, Qwen35TiledValueHeadsMatchHfForward) {
+  TempDir dir;
+  HfModel m = make_qwen_hybrid("qwen3_5");
+  // ssm_out in Q8_0: each value head's 8 columns lie inside a 32-value block.
+  write_qwen35_gguf(m, dir / "m.gguf", "qwen35", {"blk.0.attn_qkv.weight", "blk.0.ssm_out.weight", "blk.1.attn_q.weight"});
+  expect_converted_matches(m, dir);
+  const ModelConfig c = GgufModel(dir / "m.gguf").config();
+  EXPECT_EQ(c.mixer(0).kind, MixerKind::gdn);
+  EXPECT_EQ(c.mixer(0).value_heads(), kGdnValueHeads);
+  EXPECT_TRUE(c.mixer(1).output_gate);
+  EXPECT_EQ(c.mixer(1).rope->rotary_dim, kHeadDim / 2);
+}
+
+TEST(ConvertGguf, Qwen35MoeMatchesHfForward) {
+  TempDir dir;
+  HfModel m = make_qwen_hybrid("qwen3_5_moe");
+  write_qwen35_gguf(m, dir / "m.gguf", "qwen35moe", {});
+  expect_converted_matches(m, dir);
 }
 
 // YaRN outside deepseek2, as llama.cpp's converter writes transformers' rope_parameters: on an

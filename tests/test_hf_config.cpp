@@ -2,7 +2,8 @@
 // each family's features, the presets made from the fixtures, and the errors for bad input.
 //
 // Fixtures (tests/fixtures/hf/) are the published config.json files of the models, reproduced
-// from the model repositories. Totals count every tensor of build_weight_map(config).
+// from the model repositories; a "-text" fixture is the text_config of a multimodal one as a
+// text-only checkpoint (Qwen3_5ForCausalLM, Qwen3_5MoeForCausalLM) writes it. Totals count every tensor of build_weight_map(config).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -379,6 +380,63 @@ TEST(HfConfigMapping, Qwen3NextHybrid) {
   EXPECT_EQ(f.shared_hidden, 512);
   EXPECT_TRUE(f.shared_gate);
   EXPECT_EQ(f.top_k, 10);
+}
+
+// Qwen3.5: the text model inside the multimodal wrapper (or alone, as a text-only checkpoint
+// writes it): Qwen3-Next's layers with a dense MLP (0.8B) or routed experts (35B-A3B); M-RoPE
+// over a text is RoPE over a quarter of each head.
+TEST(HfConfigMapping, Qwen35TextInsideItsWrapper) {
+  const ModelConfig c = load_hf_config(fixture("qwen3.5-0.8b"));
+  EXPECT_TRUE(c.norm.unit_offset);
+  EXPECT_TRUE(c.tie_embeddings);
+  EXPECT_EQ(c.n_layers(), 24);
+  for (int i = 0; i < c.n_layers(); ++i) {
+    EXPECT_EQ(c.mixer(i).kind, (i + 1) % 4 == 0 ? MixerKind::attention : MixerKind::gdn) << i;
+    EXPECT_EQ(c.ffn(i).kind, FfnKind::dense) << i;
+  }
+  EXPECT_EQ(c.mixer(0).n_heads, 16);
+  EXPECT_EQ(c.mixer(0).value_heads(), 16);
+  EXPECT_EQ(c.mixer(0).value_dim(), 128);
+  EXPECT_TRUE(c.mixer(3).output_gate);
+  EXPECT_EQ(c.mixer(3).rope->rotary_dim, 64);
+  EXPECT_DOUBLE_EQ(c.mixer(3).rope->theta, 1e7);
+  EXPECT_EQ(c.ffn(0).hidden, 3584);
+  ModelConfig text = load_hf_config(fixture("qwen3.5-0.8b-text"));
+  text.name = c.name;
+  EXPECT_EQ(to_json(text).dump(), to_json(c).dump());
+
+  const ModelConfig moe = load_hf_config(fixture("qwen3.5-35b-a3b"));
+  EXPECT_FALSE(moe.tie_embeddings);
+  EXPECT_EQ(moe.mixer(0).value_heads(), 32);
+  const FfnSpec& f = moe.ffn(0);
+  EXPECT_EQ(f.kind, FfnKind::moe);
+  EXPECT_EQ(f.n_experts, 256);
+  EXPECT_EQ(f.top_k, 8);
+  EXPECT_EQ(f.expert_hidden, 512);
+  EXPECT_EQ(f.shared_hidden, 512);
+  EXPECT_TRUE(f.shared_gate);
+  EXPECT_EQ(f.gates, GateNorm::normalize);
+  ModelConfig moe_text = load_hf_config(fixture("qwen3.5-35b-a3b-text"));
+  moe_text.name = moe.name;
+  EXPECT_EQ(to_json(moe_text).dump(), to_json(moe).dump());
+}
+
+TEST(HfConfigMapping, Qwen35WrapperErrors) {
+  Json j = fixture_json("qwen3.5-0.8b");
+  j["text_config"]["model_type"] = "qwen3_5_moe_text";
+  EXPECT_NE(import_error(j).find("text_config.model_type"), std::string::npos) << import_error(j);
+  j = fixture_json("qwen3.5-0.8b");
+  j["text_config"]["attention_bias"] = true;
+  EXPECT_NE(import_error(j).find("attention_bias"), std::string::npos) << import_error(j);
+  j = fixture_json("qwen3.5-0.8b");
+  j["text_config"].erase("linear_num_value_heads");
+  EXPECT_NE(import_error(j).find("text_config.linear_num_value_heads"), std::string::npos) << import_error(j);
+  // The wrapper's tie_word_embeddings holds where text_config has none.
+  j = fixture_json("qwen3.5-0.8b");
+  j["text_config"].erase("tie_word_embeddings");
+  EXPECT_TRUE(import_hf_config(j, "qwen35").tie_embeddings);
+  j["tie_word_embeddings"] = false;
+  EXPECT_FALSE(import_hf_config(j, "qwen35").tie_embeddings);
 }
 
 TEST(HfConfigMapping, DeepSeek) {

@@ -5,7 +5,7 @@
 // What is deliberately left out: multi-token-prediction blocks (DeepSeek's
 // num_nextn_predict_layers, Qwen3-Next's mtp_num_hidden_layers) are extra layers used for
 // speculative decoding and training, not part of the main model's forward pass, and the
-// vision towers of multimodal configs (Gemma 3): only the text model is imported.
+// vision towers of multimodal configs (Gemma 3, Qwen3.5): only the text model is imported.
 #include "config/hf_config.h"
 
 #include <algorithm>
@@ -375,17 +375,21 @@ ModelConfig map_qwen3_moe(JsonReader& r) {
   return c;
 }
 
-// Qwen3-Next: Gated DeltaNet layers ("linear_attention") with gated full attention every
-// full_attention_interval-th layer; RMSNorm gains are zero-centred (applied as 1 + w); routed
-// experts plus one shared expert scaled by sigmoid(w . x).
-ModelConfig map_qwen3_next(JsonReader& r) {
+// Qwen3-Next and Qwen3.5: Gated DeltaNet layers ("linear_attention") with gated full attention
+// every full_attention_interval-th layer; RMSNorm gains are zero-centred (applied as 1 + w).
+// Qwen3-Next and Qwen3.5-MoE route experts beside one shared expert scaled by sigmoid(w . x);
+// Qwen3.5's dense models have one SwiGLU MLP per layer. Qwen3.5's M-RoPE over a text has the same
+// position on all three axes, so it is plain RoPE over the partial_rotary_factor dimensions.
+ModelConfig map_qwen_hybrid(JsonReader& r, bool routed_experts) {
   ModelConfig c = read_model(r, false, 1e-6);
   c.norm.unit_offset = true;
   const int L = required_int(r, "num_hidden_layers", 1, kMaxLayers);
   MixerSpec full = read_attention(r, c, 10000.0);
   full.qk_norm = QkNorm::head;
-  full.output_gate = true;  // q_proj emits the query and a per-channel gate: o *= sigmoid(g)
+  full.output_gate = r.boolean_or("attn_output_gate", true);  // q_proj emits, per head, the query then a gate: o *= sigmoid(g)
   full.qkv_bias = full.o_bias = r.boolean_or("attention_bias", false);
+  if (full.qkv_bias && full.output_gate)
+    r.fail("attention_bias", "a bias on the gated q_proj (query and gate rows per head) is not supported (expected false)");
   MixerSpec gdn;
   gdn.kind = MixerKind::gdn;
   gdn.n_heads = required_int(r, "linear_num_key_heads");
@@ -400,18 +404,27 @@ ModelConfig map_qwen3_next(JsonReader& r) {
   int interval = r.integer_or("full_attention_interval", 4, 1);
   std::vector<bool> linear = read_layer_types(r, L, "linear_attention", "full_attention",
                                               [&](int i) { return (i + 1) % interval != 0; });
-
-  FfnSpec moe = routed_ffn(r, "num_experts", "moe_intermediate_size", read_activation(r, "hidden_act", "silu"));
-  moe.gates = read_topk_norm(r, true);
-  moe.shared_hidden = r.integer_or("shared_expert_intermediate_size", 0, 0);
-  moe.n_shared = moe.shared_hidden ? 1 : 0;
-  moe.shared_gate = moe.n_shared == 1;
-  std::vector<bool> routed = add_qwen_ffns(r, c, L, moe);
+  const Activation act = read_activation(r, "hidden_act", "silu");
+  std::vector<bool> routed(L, false);
+  if (routed_experts) {
+    FfnSpec moe = routed_ffn(r, "num_experts", "moe_intermediate_size", act);
+    moe.gates = read_topk_norm(r, true);
+    moe.shared_hidden = r.integer_or("shared_expert_intermediate_size", 0, 0);
+    moe.n_shared = moe.shared_hidden ? 1 : 0;
+    moe.shared_gate = moe.n_shared == 1;
+    routed = add_qwen_ffns(r, c, L, moe);
+  } else {
+    c.ffns.push_back({"dense", dense_ffn(required_int(r, "intermediate_size"), act)});
+  }
   schedule(c, L, [&](int i) {
     return std::pair{std::string(linear[i] ? "gdn" : "attention"), std::string(routed[i] ? "moe" : "dense")};
   });
   return c;
 }
+
+ModelConfig map_qwen3_next(JsonReader& r) { return map_qwen_hybrid(r, true); }
+ModelConfig map_qwen3_5_text(JsonReader& r) { return map_qwen_hybrid(r, false); }
+ModelConfig map_qwen3_5_moe_text(JsonReader& r) { return map_qwen_hybrid(r, true); }
 
 // DeepSeek-V2 / V3: MLA everywhere; dense FFNs for the first first_k_dense_replace layers, then
 // routed experts every moe_layer_freq-th layer with shared experts beside them.
@@ -680,7 +693,8 @@ const std::vector<std::pair<std::string, Mapper>>& families() {
   static const std::vector<std::pair<std::string, Mapper>> list = {
       {"llama", map_llama},         {"mistral", map_mistral},         {"mixtral", map_mixtral},
       {"qwen2", map_qwen2},         {"qwen3", map_qwen3},             {"qwen3_moe", map_qwen3_moe},
-      {"qwen3_next", map_qwen3_next}, {"deepseek_v2", map_deepseek_v2}, {"deepseek_v3", map_deepseek_v3},
+      {"qwen3_next", map_qwen3_next}, {"qwen3_5_text", map_qwen3_5_text}, {"qwen3_5_moe_text", map_qwen3_5_moe_text},
+      {"deepseek_v2", map_deepseek_v2}, {"deepseek_v3", map_deepseek_v3},
       {"gemma", map_gemma1},        {"gemma2", map_gemma2},           {"gemma3_text", map_gemma3_text},
       {"olmoe", map_olmoe},         {"olmo2", map_olmo2},             {"olmo3", map_olmo3},
       {"granite", map_granite},     {"granitemoe", map_granitemoe},   {"exaone4", map_exaone4},
@@ -704,11 +718,31 @@ std::string model_name(JsonReader& r, const std::string& origin) {
 
 }  // namespace
 
+namespace {
+
+// Multimodal configs whose text model lives in text_config: the wrapper's model_type, the text
+// model's, and the text class's defaults for the fields a text_config may leave out. The
+// wrapper's tie_word_embeddings applies unless text_config sets its own (Qwen3-VL's classes
+// keep it at the top).
+struct TextWrapper {
+  const char* outer;
+  const char* inner;
+  Json (*defaults)();
+};
+const std::vector<TextWrapper>& text_wrappers() {
+  static const std::vector<TextWrapper> list = {{"gemma3", "gemma3_text", gemma3_text_defaults},
+                                                {"qwen3_5", "qwen3_5_text", nullptr},
+                                                {"qwen3_5_moe", "qwen3_5_moe_text", nullptr}};
+  return list;
+}
+
+}  // namespace
+
 const std::vector<std::string>& hf_model_types() {
   static const std::vector<std::string> types = [] {
     std::vector<std::string> t;
     for (auto& [type, map] : families()) t.push_back(type);
-    t.push_back("gemma3");
+    for (const TextWrapper& w : text_wrappers()) t.push_back(w.outer);
     return t;
   }();
   return types;
@@ -717,16 +751,19 @@ const std::vector<std::string>& hf_model_types() {
 ModelConfig import_hf_config(const Json& j, const std::string& origin) {
   JsonReader r(j, origin, "");
   const std::string type = r.string("model_type");
+  auto wrapper = std::find_if(text_wrappers().begin(), text_wrappers().end(), [&](auto& w) { return type == w.outer; });
   ModelConfig c;
-  if (type == "gemma3") {
-    // Multimodal Gemma 3: the text model lives in text_config, over the Gemma3TextConfig defaults.
+  if (wrapper != text_wrappers().end()) {
     JsonReader text = r.object("text_config");
-    std::string inner = text.string_or("model_type", "gemma3_text");
-    if (inner != "gemma3_text") text.fail("model_type", "expected \"gemma3_text\", got \"" + inner + "\"");
-    Json merged = gemma3_text_defaults();
+    std::string inner = text.string_or("model_type", wrapper->inner);
+    if (inner != wrapper->inner) text.fail("model_type", "expected \"" + std::string(wrapper->inner) + "\", got \"" + inner + "\"");
+    Json merged = wrapper->defaults ? wrapper->defaults() : Json::object();
+    if (r.has("tie_word_embeddings")) merged["tie_word_embeddings"] = r.raw("tie_word_embeddings");
     merged.update(text.json());
+    merged["model_type"] = inner;
     JsonReader t(merged, origin, "text_config");
-    c = map_gemma3_text(t);
+    auto family = std::find_if(families().begin(), families().end(), [&](auto& f) { return f.first == inner; });
+    c = family->second(t);
   } else {
     auto it = std::find_if(families().begin(), families().end(), [&](auto& f) { return f.first == type; });
     if (it == families().end()) {

@@ -68,6 +68,9 @@ bool is_gemma(const std::string& type) { return type.rfind("gemma", 0) == 0 && t
 // Granite MoE: experts and router under their own names.
 bool granite_moe(const std::string& type) { return type == "granitemoe"; }
 
+// Qwen3-Next and Qwen3.5: Gated DeltaNet layers under linear_attn, a gated q_proj.
+bool qwen_hybrid(const std::string& type) { return type == "qwen3_next" || type.rfind("qwen3_5", 0) == 0; }
+
 }  // namespace
 
 HfCheckpoint::HfCheckpoint(const std::string& dir) : dir_(dir) {
@@ -79,11 +82,9 @@ HfCheckpoint::HfCheckpoint(const std::string& dir) : dir_(dir) {
   const Json j = parse_json_file(config_path, kConfigJsonLimits);  // a config's limits, as explore --hf reads it
   config_ = import_hf_config(j, config_path);
   model_type_ = j["model_type"].get<std::string>();
-  if (model_type_ == "qwen3_next" || model_type_ == "gpt_oss")
-    throw IoError(config_path + ": model_type \"" + model_type_ +
-                  "\": the config maps, but converting its weights is not supported yet (" +
-                  (model_type_ == "gpt_oss" ? "MXFP4 expert blocks stored [E, in, out]" : "fused Gated DeltaNet in_proj_qkvz / in_proj_ba") +
-                  ")");
+  if (model_type_ == "gpt_oss")
+    throw IoError(config_path + ": model_type \"gpt_oss\": the config maps, but converting its weights is not supported "
+                  "yet (MXFP4 expert blocks stored [E, in, out])");
   open_shards(root, set_);
   for (const char* p : {"model.", "model.language_model.", "language_model.model."})
     if (has(std::string(p) + "embed_tokens.weight")) prefix_ = p;
@@ -140,6 +141,7 @@ std::vector<ElementRun> HfCheckpoint::layer_runs(int layer, const std::string& r
   if (rel.rfind("attn.", 0) == 0) {
     const MixerSpec& m = config_.mixer(layer);
     if (m.kind == MixerKind::mla) return mla_runs(p + "self_attn.", rel.substr(5), t, m);
+    if (m.kind == MixerKind::gdn) return gdn_runs(p + "linear_attn.", rel.substr(5), t, m);
     return attention_runs(p + "self_attn.", rel.substr(5), t, m);
   }
   if (rel.rfind("ffn.", 0) == 0)
@@ -159,6 +161,13 @@ std::vector<ElementRun> HfCheckpoint::attention_runs(const std::string& p, const
     const Shape fused = kind == "weight" ? Shape{q + 2 * kv, d} : Shape{q + 2 * kv};
     return {rows(p + "qkv_proj." + kind, fused, first, t.shape[0])};
   };
+  if ((rel == "wq" || rel == "wg") && m.output_gate && qwen_hybrid(model_type_)) {
+    // Qwen3-Next / Qwen3.5's q_proj holds, per head, head_dim query rows and then head_dim gate rows.
+    std::vector<ElementRun> out;
+    for (int64_t h = 0; h < m.n_heads; ++h)
+      out.push_back(rows(p + "q_proj.weight", {2 * q, d}, (2 * h + (rel == "wg")) * m.head_dim, m.head_dim));
+    return out;
+  }
   if (rel == "wq") return part("q", "weight", 0);
   if (rel == "wk") return part("k", "weight", q);
   if (rel == "wv") return part("v", "weight", q + kv);
@@ -216,6 +225,54 @@ std::vector<ElementRun> HfCheckpoint::mla_runs(const std::string& p, const std::
     return out;
   }
   if (rel == "wo") return whole(p + "o_proj.weight", t.shape);
+  throw IoError(dir_ + ": tensor attn." + rel + " has no Hugging Face source for model_type " + model_type_);
+}
+
+// Gated DeltaNet (Qwen3-Next, Qwen3.5). The conv runs over the channels [q, k, v] (conv1d.weight
+// [2 h d_k + h_v d_v, 1, K]); A_log, dt_bias, in_proj_a and in_proj_b give each value head its
+// decay and beta, in_proj_z the output gate, and norm.weight a plain gain (transformers'
+// RMSNormGated), stored less 1 when the model's norms read their gains as 1 + w. Qwen3.5 keeps
+// q, k, v in in_proj_qkv, z in in_proj_z, b and a in in_proj_b and in_proj_a; Qwen3-Next fuses
+// them per key head g: in_proj_qkvz holds g's [q (d_k), k (d_k), v (r d_v), z (r d_v)] rows and
+// in_proj_ba g's [b (r), a (r)] rows, r = h_v / h value heads per key head.
+std::vector<ElementRun> HfCheckpoint::gdn_runs(const std::string& p, const std::string& rel, const TensorInfo& t,
+                                               const MixerSpec& m) const {
+  const int64_t h = m.n_heads, dk = m.head_dim, hv = m.value_heads(), dv = m.value_dim(), r = hv / h, d = config_.d_model;
+  const int64_t key = h * dk, value = hv * dv;
+  if (rel == "conv_q" || rel == "conv_k" || rel == "conv_v") {
+    const int64_t first = rel == "conv_q" ? 0 : rel == "conv_k" ? key : 2 * key;
+    return {rows(p + "conv1d.weight", {2 * key + value, 1, m.conv_kernel}, first, t.shape[0])};
+  }
+  if (rel == "a_log") return whole(p + "A_log", t.shape);
+  if (rel == "decay_bias") return whole(p + "dt_bias", t.shape);
+  if (rel == "wo") return whole(p + "out_proj.weight", t.shape);
+  if (rel == "o_norm") {
+    std::vector<ElementRun> out = whole(p + "norm.weight", t.shape);
+    if (config_.norm.unit_offset) out[0].add = -1.0f;
+    return out;
+  }
+  const bool fused = !has(p + "in_proj_qkv.weight") && has(p + "in_proj_qkvz.weight");
+  if (!fused) {
+    if (rel == "wq" || rel == "wk" || rel == "wv")
+      return {rows(p + "in_proj_qkv.weight", {2 * key + value, d}, rel == "wq" ? 0 : rel == "wk" ? key : 2 * key, t.shape[0])};
+    if (rel == "wg") return whole(p + "in_proj_z.weight", t.shape);
+    if (rel == "w_beta") return whole(p + "in_proj_b.weight", t.shape);
+    if (rel == "w_decay") return whole(p + "in_proj_a.weight", t.shape);
+  } else {
+    const int64_t group = 2 * dk + 2 * r * dv;  // one key head's rows of in_proj_qkvz
+    auto per_key_head = [&](const std::string& name, const Shape& shape, int64_t stride, int64_t offset, int64_t count) {
+      std::vector<ElementRun> out;
+      for (int64_t g = 0; g < h; ++g) out.push_back(rows(name, shape, g * stride + offset, count));
+      return out;
+    };
+    const std::string qkvz = p + "in_proj_qkvz.weight", ba = p + "in_proj_ba.weight";
+    if (rel == "wq") return per_key_head(qkvz, {h * group, d}, group, 0, dk);
+    if (rel == "wk") return per_key_head(qkvz, {h * group, d}, group, dk, dk);
+    if (rel == "wv") return per_key_head(qkvz, {h * group, d}, group, 2 * dk, r * dv);
+    if (rel == "wg") return per_key_head(qkvz, {h * group, d}, group, 2 * dk + r * dv, r * dv);
+    if (rel == "w_beta") return per_key_head(ba, {2 * hv, d}, 2 * r, 0, r);
+    if (rel == "w_decay") return per_key_head(ba, {2 * hv, d}, 2 * r, r, r);
+  }
   throw IoError(dir_ + ": tensor attn." + rel + " has no Hugging Face source for model_type " + model_type_);
 }
 

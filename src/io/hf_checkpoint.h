@@ -35,6 +35,7 @@ struct ElementRun {
   uint64_t first = 0, count = 0;
   float add = 0.0f;
   uint64_t stride = 1;
+  bool log_of_negated = false;  // the source holds -e^v (llama.cpp's ssm_a for A_log): v = ln(-x)
 };
 
 class HfCheckpoint {
@@ -62,6 +63,8 @@ class HfCheckpoint {
   std::vector<ElementRun> attention_runs(const std::string& p, const std::string& rel, const TensorInfo& t,
                                          const MixerSpec& m) const;
   std::vector<ElementRun> mla_runs(const std::string& p, const std::string& rel, const TensorInfo& t,
+                                   const MixerSpec& m) const;
+  std::vector<ElementRun> gdn_runs(const std::string& p, const std::string& rel, const TensorInfo& t,
                                    const MixerSpec& m) const;
   std::vector<ElementRun> gate_or_up(const std::string& name, const Shape& fused, bool gate) const;
   std::vector<ElementRun> granite_moe_runs(const std::string& p, const std::string& rel, const TensorInfo& t) const;

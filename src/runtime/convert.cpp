@@ -38,11 +38,16 @@ void decode_elements(const ElementRun& r, uint64_t first, uint64_t n, float* out
   if (r.gguf) {
     const GgufTensor& t = *r.gguf;
     const uint64_t bv = uint64_t(ggml_block_values(t.type)), bb = uint64_t(ggml_block_bytes(t.type));
-    if (first % bv || n % bv)
-      throw IoError("tensor " + t.name + ": elements [" + std::to_string(first) + ", +" + std::to_string(n) +
-                    ") do not fall on whole " + to_string(t.type) + " blocks");
-    gguf_blocks::dequantize_row(t.type, t.data + first / bv * bb, int64_t(n), out);
-    r.file->release_pages(uint64_t(t.data - r.file->data()) + first / bv * bb, n / bv * bb);
+    const uint64_t block0 = first / bv, blocks = (first + n + bv - 1) / bv - block0;
+    if (first % bv || n % bv) {
+      // A run inside blocks (a column slice of a K-quant row): decode the blocks that hold it.
+      std::vector<float> whole(static_cast<size_t>(blocks * bv));
+      gguf_blocks::dequantize_row(t.type, t.data + block0 * bb, int64_t(whole.size()), whole.data());
+      std::copy_n(whole.data() + (first - block0 * bv), n, out);
+    } else {
+      gguf_blocks::dequantize_row(t.type, t.data + block0 * bb, int64_t(n), out);
+    }
+    r.file->release_pages(uint64_t(t.data - r.file->data()) + block0 * bb, blocks * bb);
   } else {
     const TensorView& t = *r.tensor;
     const size_t size = dtype_size(t.dtype);
@@ -62,6 +67,13 @@ void decode_elements(const ElementRun& r, uint64_t first, uint64_t n, float* out
   }
   if (r.add != 0.0f)
     for (uint64_t i = 0; i < n; ++i) out[i] += r.add;
+  if (r.log_of_negated)
+    for (uint64_t i = 0; i < n; ++i) {
+      if (!(out[i] < 0.0f) || !std::isfinite(out[i]))
+        throw IoError(std::string("tensor ") + (r.gguf ? r.gguf->name : r.tensor->name) + ": value " + std::to_string(out[i]) +
+                      " where -e^A (a negative number) was expected");
+      out[i] = std::log(-out[i]);
+    }
 }
 
 // GGUF Q8_0 (Q4_0) runs read as our q8 (q4) with group 32 are copied bit for bit.
@@ -69,7 +81,8 @@ bool blocks_copy(const TensorValues& src, DType type, int group) {
   if (src.runs.empty() || group != 32 || (type != DType::q8 && type != DType::q4)) return false;
   const GgmlType want = type == DType::q8 ? GgmlType::Q8_0 : GgmlType::Q4_0;
   return std::all_of(src.runs.begin(), src.runs.end(), [&](const ElementRun& r) {
-    return r.gguf && r.gguf->type == want && r.add == 0.0f && r.stride == 1 && r.first % 32 == 0 && r.count % 32 == 0;
+    return r.gguf && r.gguf->type == want && r.add == 0.0f && !r.log_of_negated && r.stride == 1 && r.first % 32 == 0 &&
+           r.count % 32 == 0;
   });
 }
 
@@ -102,7 +115,7 @@ void copy_blocks(const TensorInfo& t, const TensorValues& src, DType type, const
 bool bytes_copy(const TensorValues& src, DType type) {
   if (src.runs.empty() || (type != DType::bf16 && type != DType::f32)) return false;
   return std::all_of(src.runs.begin(), src.runs.end(), [&](const ElementRun& r) {
-    if (r.add != 0.0f || r.stride != 1) return false;
+    if (r.add != 0.0f || r.log_of_negated || r.stride != 1) return false;
     if (r.gguf) return r.gguf->type == (type == DType::bf16 ? GgmlType::BF16 : GgmlType::F32);
     return r.tensor->dtype == (type == DType::bf16 ? Dtype::BF16 : Dtype::F32);
   });

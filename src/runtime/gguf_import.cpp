@@ -28,6 +28,7 @@ const std::vector<std::pair<std::string, std::string>>& architectures() {
       {"olmoe", "olmoe"}, {"gemma2", "gemma2"}, {"gemma3", "gemma3_text"}, {"deepseek2", "deepseek_v2"},
       {"phi3", "phi3"}, {"smollm3", "smollm3"}, {"gemma", "gemma"}, {"olmo2", "olmo2"},
       {"granite", "granite"}, {"granitemoe", "granitemoe"}, {"exaone4", "exaone4"},
+      {"qwen3next", "qwen3_next"}, {"qwen35", "qwen3_5_text"}, {"qwen35moe", "qwen3_5_moe_text"},
   };
   return list;
 }
@@ -78,13 +79,17 @@ const std::vector<std::string> kDeepseekCoder = {"[\r\n]", R"(\s?\p{L}+)", R"(\s
 constexpr const char* kGlm4 =
     R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
+// Qwen3.5: qwen2's regex with combining marks (\p{M}) kept inside words and single digits.
+constexpr const char* kQwen35 =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
 // llama.cpp gives one pre-tokenizer type several names (llama-vocab.cpp); every name of the
 // types whose regexes we run is here: LLAMA3, DBRX, SMAUG (cl100k); GPT2, MPT, OLMO, JAIS,
 // TRILLION, GRANITE_DOCLING, EXAONE4 (gpt2); QWEN2, STABLELM2, HUNYUAN, SOLAR_OPEN (qwen2);
 // GPT4O, MINIMAX_M2 (o200k); SMOLLM's family (\p{N} alone, then GPT-2's regex: SmolLM's own
 // tokenizer.json is Digits(individual_digits) then ByteLevel), so DeepSeek-R1's Qwen distills,
 // SmolLM2, Falcon3 or Llama 4 files read as their type does; and TEKKEN, DEEPSEEK3_LLM,
-// DEEPSEEK_CODER, CHATGLM4 through their regexes.
+// DEEPSEEK_CODER, CHATGLM4, QWEN35 through their regexes.
 const std::map<std::string, PreSteps>& pre_steps_table() {
   using text::SplitPattern;
   static const std::map<std::string, PreSteps> table = [] {
@@ -107,6 +112,7 @@ const std::map<std::string, PreSteps>& pre_steps_table() {
     add({kDeepseekV3}, {"deepseek-v3"});
     add({kDeepseekCoder}, {"deepseek-coder"});
     add({{kGlm4}}, {"glm4", "chatglm-bpe"});
+    add({{kQwen35}}, {"qwen35"});
     return t;
   }();
   return table;
@@ -275,6 +281,39 @@ Json sliding_layer_types(const GgufFile& f, const std::string& key, int64_t n_la
   return types;
 }
 
+// Qwen3-Next and Qwen3.5 (qwen3next, qwen35, qwen35moe): the Gated DeltaNet widths under
+// ssm.* (state_size d_k, group_count key heads, time_step_rank value heads, inner_size value
+// heads x d_v); the recurrent layers as flags or, without them, every full_attention_interval-th
+// layer full. block_count also counts the multi-token-prediction layers (nextn_predict_layers)
+// that follow the model's own: they are not part of its forward pass and are left out.
+void qwen_hybrid_config(const GgufFile& f, const std::string& a, Json& hf) {
+  const int64_t all = hf["num_hidden_layers"].get<int64_t>(), mtp = f.integer_or_none(a + "nextn_predict_layers").value_or(0);
+  if (mtp < 0 || mtp >= all)
+    throw IoError(f.path() + ": metadata " + a + "nextn_predict_layers = " + num(mtp) + ": expected 0 to " + num(all - 1) +
+                  " (block_count " + num(all) + " includes them)");
+  const int64_t n = all - mtp;
+  hf["num_hidden_layers"] = n;
+  hf["linear_conv_kernel_dim"] = f.integer(a + "ssm.conv_kernel");
+  hf["linear_key_head_dim"] = f.integer(a + "ssm.state_size");
+  hf["linear_num_key_heads"] = f.integer(a + "ssm.group_count");
+  const int64_t hv = f.integer(a + "ssm.time_step_rank"), inner = f.integer(a + "ssm.inner_size");
+  if (hv < 1 || inner < 1 || inner % hv)
+    throw IoError(f.path() + ": metadata " + a + "ssm.inner_size = " + num(inner) + ": expected a positive multiple of " +
+                  a + "ssm.time_step_rank = " + num(hv) + " (value heads x value head width)");
+  hf["linear_num_value_heads"] = hv, hf["linear_value_head_dim"] = inner / hv;
+  if (const GgufValue* v = f.value(a + "attention.recurrent_layers")) {
+    if (v->type != GgufType::array || v->elem != GgufType::boolean || int64_t(v->ints.size()) != all)
+      throw IoError(f.path() + ": metadata " + a + "attention.recurrent_layers: expected " + num(all) + " booleans, one per block");
+    Json types = Json::array();
+    for (int64_t i = 0; i < n; ++i) types.push_back(v->ints[size_t(i)] ? "linear_attention" : "full_attention");
+    hf["layer_types"] = types;
+  } else if (auto interval = f.integer_or_none(a + "full_attention_interval")) {
+    hf["full_attention_interval"] = *interval;
+  }
+  if (auto shared = f.integer_or_none(a + "expert_shared_feed_forward_length")) hf["shared_expert_intermediate_size"] = *shared;
+  hf["norm_topk_prob"] = true;  // llama.cpp renormalises the chosen experts' weights
+}
+
 }  // namespace
 
 std::vector<float> llama3_divisors(int rotary_dim, double theta, const kernels::RopeScaling& scaling) {
@@ -340,6 +379,7 @@ GgufModel::GgufModel(const std::string& path) : file_(path) {
     if (hf_.contains("num_experts")) hf_["num_local_experts"] = hf_["num_experts"];
   }
   if (arch_ == "qwen3moe") hf_["norm_topk_prob"] = true;  // llama.cpp renormalises Qwen3-MoE's chosen weights
+  if (arch_ == "qwen3next" || arch_ == "qwen35" || arch_ == "qwen35moe") qwen_hybrid_config(file_, a, hf_);
   if (arch_ == "olmoe" && !hf_.contains("intermediate_size")) copy_int("expert_feed_forward_length", "intermediate_size");
   if (arch_ == "gemma3") {
     hf_["rope_local_base_freq"] = 10000.0;  // llama.cpp's fixed base for the local layers
@@ -486,9 +526,85 @@ std::optional<std::vector<ElementRun>> GgufModel::fused_runs(int layer, const st
   return std::nullopt;
 }
 
+// Qwen3-Next and Qwen3.5. Full attention: attn_q holds, per head, head_dim query rows and then
+// head_dim gate rows (as q_proj does). Gated DeltaNet: attn_qkv the rows of q, k, v; ssm_conv1d
+// the conv taps of the same channels; attn_gate z, ssm_beta b, ssm_alpha a, ssm_dt.bias dt_bias,
+// ssm_out out_proj; ssm_a is -e^{A_log}, read back as A_log; every norm gain is stored as the
+// gain the forward pass multiplies by (1 + w for the zero-centred ones), so 1 is taken off.
+// llama.cpp's Qwen3.5 converter lays the value heads out tiled over the key heads (file head
+// j h + g is value head j of key head g) where transformers groups them (head g r + j, r value
+// heads per key head): every per-value-head row, conv channel and out_proj column is read
+// from its tiled place. Qwen3-Next files keep transformers' order.
+std::optional<std::vector<ElementRun>> GgufModel::qwen_hybrid_runs(int layer, const std::string& rel, const TensorInfo& t) const {
+  if (layer < 0 || (arch_ != "qwen3next" && arch_ != "qwen35" && arch_ != "qwen35moe")) return std::nullopt;
+  const std::string blk = "blk." + num(layer) + ".";
+  const MixerSpec& m = config_.mixer(layer);
+  if (rel == "ffn_norm")  // the FFN's pre-norm keeps transformers' name, post_attention_layernorm
+    return std::vector<ElementRun>{rows(source(blk + "post_attention_norm.weight", t.shape), 0, 1, -1.0f)};
+  if (rel == "ffn.shared_gate" && file_.find(blk + "ffn_gate_inp_shexp.weight") &&
+      file_.find(blk + "ffn_gate_inp_shexp.weight")->ne.size() == 1)  // stored [d]: our [1, d] row
+    return std::vector<ElementRun>{rows(source(blk + "ffn_gate_inp_shexp.weight", {t.shape[1]}), 0, 1)};
+  if (m.kind == MixerKind::attention && m.output_gate && (rel == "attn.wq" || rel == "attn.wg")) {
+    const GgufTensor& g = source(blk + "attn_q.weight", {2 * t.shape[0], t.shape[1]});
+    std::vector<ElementRun> out;
+    for (int64_t h = 0; h < m.n_heads; ++h) out.push_back(rows(g, (2 * h + (rel == "attn.wg")) * m.head_dim, m.head_dim));
+    return out;
+  }
+  if (m.kind != MixerKind::gdn || rel.rfind("attn.", 0) != 0) return std::nullopt;
+  const std::string r = rel.substr(5);
+  const int64_t hk = m.n_heads, dk = m.head_dim, hv = m.value_heads(), dv = m.value_dim(), per_key = hv / hk;
+  const int64_t key = hk * dk, value = hv * dv, d = config_.d_model;
+  const bool tiled = arch_ != "qwen3next" && per_key > 1;
+  auto file_head = [&](int64_t h) { return tiled ? (h % per_key) * hk + h / per_key : h; };
+  // Rows [base, base + hv width) read value head by value head, `width` rows each (of a vector:
+  // elements).
+  auto value_rows = [&](const GgufTensor& g, int64_t base, int64_t width) {
+    const uint64_t row = g.ne.size() == 1 ? 1 : uint64_t(g.row_values());
+    std::vector<ElementRun> out;
+    for (int64_t h = 0; h < hv; ++h)
+      out.push_back(ElementRun{nullptr, &g, &file_.mapping(), uint64_t(base + file_head(h) * width) * row, uint64_t(width) * row});
+    return out;
+  };
+  if (r == "wq" || r == "wk" || r == "wv" || r == "conv_q" || r == "conv_k" || r == "conv_v") {
+    const bool conv = r[0] == 'c';
+    const GgufTensor& g = conv ? source(blk + "ssm_conv1d.weight", {2 * key + value, m.conv_kernel})
+                               : source(blk + "attn_qkv.weight", {2 * key + value, d});
+    if (r.back() == 'v') return value_rows(g, 2 * key, dv);
+    return std::vector<ElementRun>{rows(g, r.back() == 'q' ? 0 : key, key)};
+  }
+  if (r == "wg") return value_rows(source(blk + "attn_gate.weight", t.shape), 0, dv);
+  if ((r == "w_beta" || r == "w_decay") && file_.find(blk + "ssm_ba.weight")) {
+    // Qwen3-Next's fused ssm_ba keeps in_proj_ba's rows: per key head, its r b rows, then its r a rows.
+    const GgufTensor& g = source(blk + "ssm_ba.weight", {2 * hv, d});
+    std::vector<ElementRun> out;
+    for (int64_t k = 0; k < hk; ++k) out.push_back(rows(g, 2 * k * per_key + (r == "w_decay" ? per_key : 0), per_key));
+    return out;
+  }
+  if (r == "w_beta") return value_rows(source(blk + "ssm_beta.weight", t.shape), 0, 1);
+  if (r == "w_decay") return value_rows(source(blk + "ssm_alpha.weight", t.shape), 0, 1);
+  if (r == "decay_bias") return value_rows(source(blk + "ssm_dt.bias", t.shape), 0, 1);
+  if (r == "a_log") {
+    std::vector<ElementRun> out = value_rows(source(blk + "ssm_a", t.shape), 0, 1);
+    for (ElementRun& e : out) e.log_of_negated = true;
+    return out;
+  }
+  if (r == "o_norm") return std::vector<ElementRun>{rows(source(blk + "ssm_norm.weight", t.shape), 0, 1, -1.0f)};
+  if (r == "wo") {
+    const GgufTensor& g = source(blk + "ssm_out.weight", t.shape);
+    if (!tiled) return std::vector<ElementRun>{rows(g, 0, d)};
+    std::vector<ElementRun> out;
+    for (int64_t row = 0; row < d; ++row)
+      for (int64_t h = 0; h < hv; ++h)
+        out.push_back(ElementRun{nullptr, &g, &file_.mapping(), uint64_t(row * value + file_head(h) * dv), uint64_t(dv)});
+    return out;
+  }
+  throw IoError(file_.path() + ": tensor " + t.name + " has no GGUF counterpart for architecture " + arch_);
+}
+
 std::vector<ElementRun> GgufModel::runs(const TensorInfo& t) const {
-  const std::string name = gguf_name(t);
   auto [layer, rel] = slots::split_name(t.name);
+  if (auto hybrid = qwen_hybrid_runs(layer, rel, t)) return *hybrid;
+  const std::string name = gguf_name(t);
   if (layer >= 0 && rel.rfind("attn.", 0) == 0 && config_.mixer(layer).kind == MixerKind::mla) {
     const std::string r = rel.substr(5);
     if (r == "wq" || r == "wq_b" || r == "wkv_a" || r == "wk_b" || r == "wv_b") return mla_runs(r, name, t, config_.mixer(layer));
@@ -499,7 +615,8 @@ std::vector<ElementRun> GgufModel::runs(const TensorInfo& t) const {
   }
   if (auto fused = fused_runs(layer, rel, name, t)) return *fused;
   const GgufTensor& g = source(name, t.shape);
-  const bool gemma_norm = arch_.rfind("gemma", 0) == 0 && name.size() > 11 && name.compare(name.size() - 11, 11, "norm.weight") == 0;
+  const bool offset_norms = arch_.rfind("gemma", 0) == 0 || arch_ == "qwen3next" || arch_.rfind("qwen35", 0) == 0;
+  const bool gemma_norm = offset_norms && name.size() > 11 && name.compare(name.size() - 11, 11, "norm.weight") == 0;
   return {rows(g, 0, g.rows(), gemma_norm ? -1.0f : 0.0f)};
 }
 
