@@ -937,6 +937,9 @@ TEST(ConvertGguf, PreTokenizersWithTheirOwnRegexes) {
   EXPECT_EQ(pre_pieces(tokenizer("deepseek-v3"), "Hello\u4e16\u754c 12345!"), (V{"Hello", "\u4e16\u754c", " ", "123", "45", "!"}));
   EXPECT_EQ(pre_pieces(tokenizer("deepseek-coder"), "ab cd\n12"), (V{"ab", " cd", "\n", "1", "2"}));
   EXPECT_EQ(pre_pieces(tokenizer("glm4"), "It'S 12345"), (V{"It", "'S", " ", "123", "45"}));
+  // Qwen3.5 keeps a combining mark inside its word (U+0301 after e), where Qwen2 cuts it off.
+  EXPECT_EQ(pre_pieces(tokenizer("qwen35"), "cafe\u0301 It'S 42"), (V{"cafe\u0301", " It", "'S", " ", "4", "2"}));
+  EXPECT_EQ(pre_pieces(tokenizer("qwen2"), "cafe\u0301 It'S 42"), (V{"cafe", "\u0301", " It", "'S", " ", "4", "2"}));
 }
 }  // namespace
 }  // namespace wren
