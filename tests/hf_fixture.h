@@ -407,6 +407,43 @@ inline HfModel make_qwen_hybrid(const std::string& type) {
   return m;
 }
 
+// LFM2: layer 0 a gated short convolution (in_proj rows B, C, x; conv taps [d, 1, 3];
+// out_proj), layer 1 GQA attention with QK-norm per head (out_proj, q_layernorm, k_layernorm);
+// SwiGLU MLPs as feed_forward.w1 / w3 / w2 of block_ff_dim 144 adjusted to 96 (2/3, times 1,
+// rounded to 32); the final norm is model.embedding_norm; tied embeddings.
+constexpr int kConvTaps = 3;
+inline HfModel make_lfm2() {
+  HfModel m;
+  m.config = {{"model_type", "lfm2"}, {"hidden_size", kD}, {"vocab_size", kVocab}, {"max_position_embeddings", 64},
+              {"num_hidden_layers", kLayers}, {"num_attention_heads", kHeads}, {"num_key_value_heads", kKvHeads},
+              {"block_ff_dim", 144}, {"intermediate_size", 144}, {"block_auto_adjust_ff_dim", true},
+              {"block_ffn_dim_multiplier", 1.0}, {"block_multiple_of", 32}, {"norm_eps", 1e-5}, {"rope_theta", 500.0},
+              {"conv_L_cache", kConvTaps}, {"conv_bias", false}, {"tie_embedding", true},
+              {"layer_types", {"conv", "full_attention"}}, {"head_dim", kHeadDim}};
+  m.add("model.embed_tokens.weight", {kVocab, kD}, 1.0f);
+  m.add("model.embedding_norm.weight", {kD}, 0.1f, 1.0f);
+  const int head = kHeadDim;
+  for (int i = 0; i < kLayers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    m.add(p + "operator_norm.weight", {kD}, 0.1f, 1.0f);
+    m.add(p + "ffn_norm.weight", {kD}, 0.1f, 1.0f);
+    if (i == 0) {
+      m.add(p + "conv.in_proj.weight", {3 * kD, kD}, 0.08f);
+      m.add(p + "conv.conv.weight", {kD, 1, kConvTaps}, 0.5f);
+      m.add(p + "conv.out_proj.weight", {kD, kD}, 0.08f);
+    } else {
+      m.add(p + "self_attn.q_proj.weight", {kHeads * head, kD}, 0.08f);
+      m.add(p + "self_attn.k_proj.weight", {kKvHeads * head, kD}, 0.08f);
+      m.add(p + "self_attn.v_proj.weight", {kKvHeads * head, kD}, 0.08f);
+      m.add(p + "self_attn.out_proj.weight", {kD, kHeads * head}, 0.08f);
+      m.add(p + "self_attn.q_layernorm.weight", {head}, 0.1f, 1.0f);
+      m.add(p + "self_attn.k_layernorm.weight", {head}, 0.1f, 1.0f);
+    }
+    add_mlp(m, p + "feed_forward.", kInter, "w1", "w3", "w2");
+  }
+  return m;
+}
+
 // ---- The oracle ----------------------------------------------------------------------------
 
 class HfOracle {
@@ -415,6 +452,7 @@ class HfOracle {
       : m_(m), c_(m.config.contains("text_config") ? m.config["text_config"] : m.config), type_(c_["model_type"].get<std::string>()) {
     if (m.config.contains("text_config")) prefix_ = "model.language_model.";
     hybrid_ = type_ == "qwen3_next" || type_.rfind("qwen3_5", 0) == 0;
+    lfm2_ = type_ == "lfm2";
     gemma_ = type_.rfind("gemma", 0) == 0;
     sandwich_ = gemma_ && type_ != "gemma";
     post_ = type_ == "olmo2" || type_ == "olmo3" || type_ == "exaone4";
@@ -429,7 +467,7 @@ class HfOracle {
       for (float& x : h) x *= std::sqrt(float(kD));
     for (float& x : h) x *= c_.value("embedding_multiplier", 1.0f);  // Granite
     for (int i = 0; i < kLayers; ++i) layer(i, h);
-    norm(h.data(), kD, prefix_ + "norm.weight");
+    norm(h.data(), kD, prefix_ + (lfm2_ ? "embedding_norm.weight" : "norm.weight"));
     const std::string head = m_.has("lm_head.weight") ? "lm_head.weight" : prefix_ + "embed_tokens.weight";
     Vec logits = matvec(m_.at(head), kVocab, kD, h.data());
     for (float& x : logits) x /= c_.value("logits_scaling", 1.0f);  // Granite
@@ -454,15 +492,17 @@ class HfOracle {
     const std::string p = prefix_ + "layers." + std::to_string(i) + ".";
     // OLMo 2 / Olmo 3 (post_): the sublayers read h itself, their outputs are normalised.
     Vec x = h;
-    if (!post_) norm(x.data(), kD, p + "input_layernorm.weight");
+    if (!post_) norm(x.data(), kD, p + (lfm2_ ? "operator_norm.weight" : "input_layernorm.weight"));
     Vec a = type_.rfind("deepseek", 0) == 0                          ? mla(i, p + "self_attn.", x)
             : hybrid_ && c_["layer_types"][i] == "linear_attention" ? gated_deltanet(i, p + "linear_attn.", x)
+            : lfm2_ && c_["layer_types"][i] == "conv"               ? short_conv(i, p + "conv.", x)
                                                                     : attention(i, p + "self_attn.", x);
     if (sandwich_ || post_) norm(a.data(), kD, p + "post_attention_layernorm.weight");
     const float residual = c_.value("residual_multiplier", 1.0f);  // Granite
     for (int k = 0; k < kD; ++k) h[k] += a[k] * residual;
     x = h;
-    if (!post_) norm(x.data(), kD, p + (sandwich_ ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight"));
+    if (!post_)
+      norm(x.data(), kD, p + (lfm2_ ? "ffn_norm.weight" : sandwich_ ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight"));
     Vec f = ffn(i, p, x);
     if (sandwich_ || post_) norm(f.data(), kD, p + "post_feedforward_layernorm.weight");
     for (int k = 0; k < kD; ++k) h[k] += f[k] * residual;
@@ -490,9 +530,11 @@ class HfOracle {
     }
     const bool olmo = type_.rfind("olmo", 0) == 0;  // OLMoE, OLMo 2, Olmo 3: RMSNorm over all heads
     if (olmo) norm(qv.data(), q, p + "q_norm.weight"), norm(kvec.data(), kv, p + "k_norm.weight");
-    if (m_.has(p + "q_norm.weight") && !olmo) {
-      for (int hd = 0; hd < kHeads; ++hd) norm(qv.data() + hd * kHeadDim, kHeadDim, p + "q_norm.weight");
-      for (int hd = 0; hd < kKvHeads; ++hd) norm(kvec.data() + hd * kHeadDim, kHeadDim, p + "k_norm.weight");
+    const char* qn = lfm2_ ? "q_layernorm.weight" : "q_norm.weight";  // LFM2's names
+    const char* kn = lfm2_ ? "k_layernorm.weight" : "k_norm.weight";
+    if (m_.has(p + qn) && !olmo) {
+      for (int hd = 0; hd < kHeads; ++hd) norm(qv.data() + hd * kHeadDim, kHeadDim, p + qn);
+      for (int hd = 0; hd < kKvHeads; ++hd) norm(kvec.data() + hd * kHeadDim, kHeadDim, p + kn);
     }
     const bool sliding = (type_ == "gemma2" && i % 2 == 0) || (type_ == "gemma3_text" && (i + 1) % 2 != 0) ||
                          (type_ == "phi3" && c_.contains("sliding_window")) ||
@@ -527,7 +569,7 @@ class HfOracle {
       mix(s, values_[i], g * kHeadDim, kHeadDim, o.data() + hd * kHeadDim);
     }
     for (size_t e = 0; e < gate.size(); ++e) o[e] *= 1.0f / (1.0f + std::exp(-gate[e]));
-    return proj(p + "o_proj", kD, q, o);
+    return proj(p + (lfm2_ ? "out_proj" : "o_proj"), kD, q, o);
   }
 
   // The first partial_rotary_factor x head_dim values rotate. LongRoPE as transformers'
@@ -628,6 +670,28 @@ class HfOracle {
     return proj(p + "out_proj", kD, value, o);
   }
 
+  // LFM2's Lfm2ShortConv (slow_forward): [B, C, x] = in_proj x, chunked by rows; the conv of
+  // kernel K with padding K - 1, cut to the sequence (causal), over B * x; out_proj(C * conv).
+  Vec short_conv(int i, const std::string& p, const Vec& x) {
+    const Vec bcx = proj(p + "in_proj", 3 * kD, kD, x);
+    Vec bx(static_cast<size_t>(kD));
+    for (int ch = 0; ch < kD; ++ch) bx[size_t(ch)] = bcx[size_t(ch)] * bcx[size_t(2 * kD + ch)];
+    std::vector<Vec>& past = conv_[i];
+    past.push_back(bx);
+    const std::vector<float>& w = m_.at(p + "conv.weight");
+    const int K = kConvTaps;
+    Vec y(static_cast<size_t>(kD));
+    for (int ch = 0; ch < kD; ++ch) {
+      double acc = 0;
+      for (int j = 0; j < K; ++j) {
+        const int64_t t = int64_t(past.size()) - K + j;
+        if (t >= 0) acc += double(w[size_t(ch * K + j)]) * past[size_t(t)][size_t(ch)];
+      }
+      y[size_t(ch)] = float(acc) * bcx[size_t(kD + ch)];
+    }
+    return proj(p + "out_proj", kD, kD, y);
+  }
+
   // softmax(s) . V (columns [off, off + n) of each cached value).
   static void mix(std::vector<double>& s, const std::vector<Vec>& v, int off, int n, float* out) {
     double mx = -INFINITY, sum = 0;
@@ -698,6 +762,7 @@ class HfOracle {
       const auto& in = m_.at(p + "shared_mlp.input_linear.weight");
       return mlp(in, in, m_.at(p + "shared_mlp.output_linear.weight"), hidden, x, 0, hidden);
     }
+    if (lfm2_) return named_mlp(p + "feed_forward.", kInter, x, "w1", "w3", "w2");
     if (!m_.has(q + "gate.weight")) return named_mlp(q, hidden, x);
     Vec logits = matvec(m_.at(q + "gate.weight"), kExperts, kD, x.data());
     double mx = -INFINITY, sum = 0;
@@ -769,10 +834,11 @@ class HfOracle {
   bool gemma_ = false, sandwich_ = false;  // Gemma: 1 + w gains, sqrt(d) embedding, GeGLU; 2 / 3: sandwich norms
   bool post_ = false;                      // OLMo 2 / Olmo 3 / EXAONE 4: x + norm(f(x))
   bool hybrid_ = false;                    // Qwen3-Next / Qwen3.5: 1 + w gains, DeltaNet layers, gated attention
+  bool lfm2_ = false;                      // LFM2: short-conv layers, its own names
   double eps_ = 1e-6;
   int64_t pos_ = 0;
   std::vector<std::vector<Vec>> keys_, values_;
-  std::vector<std::vector<Vec>> conv_;     // DeltaNet layers: every token's projected [q, k, v]
+  std::vector<std::vector<Vec>> conv_;     // DeltaNet / short-conv layers: every token's conv input
   std::vector<std::vector<double>> state_;  // DeltaNet layers: S per value head [d_k][d_v]
 };
 

@@ -49,8 +49,10 @@ class PlainForward {
   std::vector<std::vector<Row>> inputs_;  // per layer: the normed K/V input of every position so far
   std::vector<std::vector<Row>> group_max_;  // per full layer: this position's per-KV-head max scores
   std::vector<GdnState> gdn_;
+  std::vector<ShortConvState> short_conv_;
   std::vector<EngramGateState> gate_state_;
   GdnScratch gdn_scratch_;
+  ShortConvScratch short_conv_scratch_;
   MhcScratch mhc_scratch_;
   EngramGateScratch gate_scratch_;
   FfnScratch ffn_;
@@ -70,12 +72,17 @@ class PlainForward {
     inputs_.assign(size_t(L), {});
     group_max_.assign(size_t(L), {});
     gdn_.assign(size_t(L), {});
+    short_conv_.assign(size_t(L), {});
     gate_state_.assign(size_t(L), {});
     for (int i = 0; i < L; ++i) {
       const MixerSpec& mx = c_.mixer(i);
       if (mx.kind == MixerKind::gdn || mx.kind == MixerKind::gdn2) {
         gdn_[size_t(i)].init(mx);
         gdn_scratch_.reserve(mx, d_, 1);
+      }
+      if (mx.kind == MixerKind::short_conv) {
+        short_conv_[size_t(i)].init(mx, d_);
+        short_conv_scratch_.reserve(mx, d_, 1);
       }
       if (m_.layers[size_t(i)].engram_hasher) gate_state_[size_t(i)].init(streams_, d_, c_.engram->conv_kernel);
     }
@@ -192,6 +199,9 @@ class PlainForward {
       case MixerKind::gdn:
       case MixerKind::gdn2:
         gdn_decode(w.gdn, mx, c_, xn_.data(), gdn_[size_t(i)], gdn_scratch_, out_.data(), nullptr);
+        return;
+      case MixerKind::short_conv:  // token by token (tests/hf_fixture.h checks it against LFM2's own forward)
+        short_conv_decode(w.short_conv, mx, xn_.data(), short_conv_[size_t(i)], short_conv_scratch_, out_.data(), nullptr);
         return;
       case MixerKind::mla:
         if (own) inputs_[size_t(i)].push_back(xn_);

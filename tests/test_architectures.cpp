@@ -65,6 +65,15 @@ const char* kTinyConfigs[][2] = {
                  "lin": {"kind": "gdn2", "n_heads": 2, "head_dim": 8, "v_head_dim": 12, "gate_rank": 4}},
       "ffns": {"f": {"kind": "dense", "activation": "swiglu", "hidden": 64}},
       "layers": [{"mixer": "att", "ffn": "f"}, {"mixer": "lin", "ffn": "f"}]})"},
+    // LFM2's shape: short convolutions around one attention layer; a conv layer last, so no
+    // prompt token ends early.
+    {"lfm2-tiny", R"({"name": "lfm2-tiny", "d_model": 48, "vocab_size": 300, "context_length": 512,
+      "norm": {"eps": 1e-5}, "tie_embeddings": true,
+      "mixers": {"conv": {"kind": "short_conv", "conv_kernel": 3},
+                 "att": {"kind": "attention", "n_heads": 4, "n_kv_heads": 2, "head_dim": 12, "qk_norm": "head",
+                         "rope": {"theta": 1000000}}},
+      "ffns": {"f": {"kind": "dense", "activation": "swiglu", "hidden": 64}},
+      "layers": [{"mixer": "conv", "ffn": "f"}, {"mixer": "att", "ffn": "f"}, {"mixer": "conv", "ffn": "f"}]})"},
 };
 
 ModelConfig config_named(const std::string& name) {
@@ -298,7 +307,7 @@ TEST_P(Architecture, ExtendingAPromptContinuesFromTheSessionsState) {
 
 INSTANTIATE_TEST_SUITE_P(Engine, Architecture,
                          ::testing::Values("embla-mini", "nenya-mini", "llama-tiny", "olmoe-tiny", "deepseek-tiny", "gemma-tiny",
-                                           "qwen3next-tiny", "gdn-last-tiny"),
+                                           "qwen3next-tiny", "gdn-last-tiny", "lfm2-tiny"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (char& ch : s) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';

@@ -557,6 +557,56 @@ void write_qwen35_gguf(HfModel& m, const std::string& path, const std::string& a
   w.write(path);
 }
 
+// LFM2 as llama.cpp's converter writes it (conversion/lfm2.py): attention.head_count_kv one
+// count per layer, 0 for the conv layers; the MLP width already adjusted; conv.conv squeezed to
+// [d, K]; embedding_norm as token_embd_norm; no q / k permutation (NEOX rotation).
+void write_lfm2_gguf(HfModel& m, const std::string& path) {
+  GgufWriter w;
+  w.set_string("general.architecture", "lfm2");
+  w.set_u32("lfm2.context_length", 64), w.set_u32("lfm2.embedding_length", kD), w.set_u32("lfm2.block_count", kLayers);
+  w.set_u32("lfm2.feed_forward_length", kInter), w.set_u32("lfm2.attention.head_count", kHeads);
+  w.set_u32("lfm2.attention.key_length", kHeadDim), w.set_u32("lfm2.shortconv.l_cache", kConvTaps);
+  w.set_f32("lfm2.attention.layer_norm_rms_epsilon", 1e-5f), w.set_f32("lfm2.rope.freq_base", 500.0f);
+  GgufValue kv;
+  kv.type = GgufType::array, kv.elem = GgufType::u32, kv.ints = {0, kKvHeads};
+  w.set("lfm2.attention.head_count_kv", kv);
+  set_tokenizer(w, "gpt2", "lfm2");
+  const std::map<std::string, std::string> names = {
+      {"operator_norm.weight", "attn_norm.weight"}, {"ffn_norm.weight", "ffn_norm.weight"},
+      {"conv.in_proj.weight", "shortconv.in_proj.weight"}, {"conv.conv.weight", "shortconv.conv.weight"},
+      {"conv.out_proj.weight", "shortconv.out_proj.weight"}, {"self_attn.q_proj.weight", "attn_q.weight"},
+      {"self_attn.k_proj.weight", "attn_k.weight"}, {"self_attn.v_proj.weight", "attn_v.weight"},
+      {"self_attn.out_proj.weight", "attn_output.weight"}, {"self_attn.q_layernorm.weight", "attn_q_norm.weight"},
+      {"self_attn.k_layernorm.weight", "attn_k_norm.weight"}, {"feed_forward.w1.weight", "ffn_gate.weight"},
+      {"feed_forward.w3.weight", "ffn_up.weight"}, {"feed_forward.w2.weight", "ffn_down.weight"}};
+  for (auto& [hf, t] : m.tensors) {
+    std::string name = hf == "model.embed_tokens.weight" ? "token_embd.weight" : hf == "model.embedding_norm.weight" ? "token_embd_norm.weight" : "";
+    if (name.empty()) {
+      const size_t dot = hf.find('.', 13);
+      name = "blk." + hf.substr(13, dot - 13) + "." + names.at(hf.substr(dot + 1));
+    }
+    Shape shape = t.shape;
+    if (shape.size() == 3) shape = {shape[0], shape[2]};  // conv.conv [d, 1, K] -> [d, K]
+    const GgmlType type = name.find("in_proj") != std::string::npos ? GgmlType::Q8_0 : GgmlType::F32;
+    std::vector<float> values = t.values;
+    auto held = std::make_shared<std::vector<uint8_t>>(encode_for_test(type, values, shape.back(), 3));
+    t.values = values;  // the oracle reads what the blocks hold
+    w.add_tensor(name, type, shape, [held](const ByteSink& sink) { sink(held->data(), held->size()); });
+  }
+  w.write(path);
+}
+
+TEST(ConvertGguf, Lfm2ShortConvMatchesHfForward) {
+  TempDir dir;
+  HfModel m = make_lfm2();
+  write_lfm2_gguf(m, dir / "m.gguf");
+  expect_converted_matches(m, dir);
+  const ModelConfig c = GgufModel(dir / "m.gguf").config();
+  EXPECT_EQ(c.mixer(0).kind, MixerKind::short_conv);
+  EXPECT_EQ(c.mixer(1).kind, MixerKind::attention);
+  EXPECT_EQ(c.ffn(0).hidden, kInter);
+}
+
 TEST(ConvertGguf, Qwen35TiledValueHeadsMatchHfForward) {
   TempDir dir;
   HfModel m = make_qwen_hybrid("qwen3_5");

@@ -100,6 +100,9 @@ TEST(ConvertHf, Qwen35MatchesHfForward) { expect_logits_match(make_qwen_hybrid("
 TEST(ConvertHf, Qwen35MoeMatchesHfForward) { expect_logits_match(make_qwen_hybrid("qwen3_5_moe"), 2); }
 TEST(ConvertHf, Qwen3NextFusedProjectionsMatchHfForward) { expect_logits_match(make_qwen_hybrid("qwen3_next"), 3); }
 
+// LFM2: gated short convolutions beside GQA attention, its own tensor names.
+TEST(ConvertHf, Lfm2ShortConvMatchesHfForward) { expect_logits_match(make_lfm2(), 2); }
+
 TEST(ConvertHf, Phi3LongRopeMatchesHfForward) { expect_logits_match(make_phi3(), 2); }
 TEST(ConvertHf, Smollm3NoRopeLayerMatchesHfForward) {
   HfModel m = make_dense_or_moe({.type = "smollm3"});

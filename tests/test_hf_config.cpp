@@ -85,6 +85,9 @@ TEST(HfConfigTotals, MatchPublishedFigures) {
       // The Instruct checkpoint holds 81,324,862,720 including its multi-token-prediction
       // block; the main model alone (as in Qwen3-Coder-Next, same shapes, and llama.cpp) is this.
       {"qwen3-next-80b-a3b-instruct", 79'674'391'296},
+      // The model page's 1.17B: V d + 10 conv layers (4 d^2 + 3 d + 2 d + 3 d ffn) + 6 attention
+      // layers (2 d^2 + 2 d kv + 2 head + 2 d + 3 d ffn) + d, ffn = 2/3 of 12288 = 8192.
+      {"lfm2-1.2b", 1'170'340'608},
       // DeepSeek-R1 (V3 shapes) tensor listing: 684,531,386,000 numbers, of which the MTP layer
       // holds 13,463,426,304 and the FP8 block scales 41,540,496; the rest is the main model.
       {"deepseek-v3", 671'026'419'200},
@@ -437,6 +440,34 @@ TEST(HfConfigMapping, Qwen35WrapperErrors) {
   EXPECT_TRUE(import_hf_config(j, "qwen35").tie_embeddings);
   j["tie_word_embeddings"] = false;
   EXPECT_FALSE(import_hf_config(j, "qwen35").tie_embeddings);
+}
+
+// LFM2: short convolutions where layer_types says "conv", GQA attention with QK-norm per head
+// elsewhere; the MLP width adjusted from block_ff_dim as Lfm2MLP does.
+TEST(HfConfigMapping, Lfm2ShortConvLayers) {
+  const ModelConfig c = load_hf_config(fixture("lfm2-1.2b"));
+  EXPECT_TRUE(c.tie_embeddings);
+  EXPECT_FALSE(c.norm.unit_offset);
+  EXPECT_DOUBLE_EQ(c.norm.eps, 1e-5);
+  const Json types = fixture_json("lfm2-1.2b")["layer_types"];
+  for (int i = 0; i < c.n_layers(); ++i)
+    EXPECT_EQ(c.mixer(i).kind, types[size_t(i)] == "conv" ? MixerKind::short_conv : MixerKind::attention) << i;
+  EXPECT_EQ(c.mixer(0).conv_kernel, 3);
+  EXPECT_EQ(c.mixer(2).qk_norm, QkNorm::head);
+  EXPECT_EQ(c.mixer(2).head_dim, 64);
+  EXPECT_DOUBLE_EQ(c.mixer(2).rope->theta, 1e6);
+  EXPECT_EQ(c.ffn(0).hidden, 8192);
+  Json j = fixture_json("lfm2-1.2b");
+  j.erase("layer_types");
+  j["full_attn_idxs"] = {2, 5};
+  const ModelConfig idx = import_hf_config(j, "lfm2");
+  for (int i = 0; i < idx.n_layers(); ++i) EXPECT_EQ(idx.mixer(i).kind == MixerKind::attention, i == 2 || i == 5) << i;
+  j["conv_bias"] = true;
+  EXPECT_NE(import_error(j).find("conv_bias"), std::string::npos) << import_error(j);
+  j = fixture_json("lfm2-1.2b");
+  j["full_attn_idxs"] = {16};
+  j.erase("layer_types");
+  EXPECT_NE(import_error(j).find("full_attn_idxs"), std::string::npos) << import_error(j);
 }
 
 TEST(HfConfigMapping, DeepSeek) {

@@ -686,6 +686,54 @@ ModelConfig map_gpt_oss(JsonReader& r) {
   return c;
 }
 
+// LFM2 (Liquid AI): gated short convolutions ("conv" layers: in_proj's rows B, C, x; a
+// depthwise conv of conv_L_cache taps; out_proj) and GQA attention with QK-norm per head
+// ("full_attention"), each followed by a SwiGLU MLP (w1, w3, w2). The MLP's width is
+// block_ff_dim (or intermediate_size) adjusted as Lfm2MLP does: 2/3 of it, then times
+// block_ffn_dim_multiplier and rounded up to block_multiple_of. Plain RMSNorm gains (norm_eps);
+// tied embeddings unless tie_embedding / tie_word_embeddings say otherwise; RoPE theta from
+// rope_theta or theta (1e6).
+ModelConfig map_lfm2(JsonReader& r) {
+  ModelConfig c;
+  c.d_model = required_int(r, "hidden_size");
+  c.vocab_size = required_int(r, "vocab_size");
+  c.context_length = r.integer_or("max_position_embeddings", 128000, 1, kMaxContext);
+  c.tie_embeddings = r.has("tie_embedding") ? r.boolean_or("tie_embedding", true) : r.boolean_or("tie_word_embeddings", true);
+  c.norm.eps = r.number_or("norm_eps", 1e-5, 1e-12, 1.0);
+  const int L = required_int(r, "num_hidden_layers", 1, kMaxLayers);
+  MixerSpec attention = read_attention(r, c, r.number_or("theta", 1e6, 1.0, 1e12));
+  attention.qk_norm = QkNorm::head;
+  MixerSpec conv;
+  conv.kind = MixerKind::short_conv;
+  conv.conv_kernel = r.integer_or("conv_L_cache", 3, 1, 64);
+  if (r.boolean_or("conv_bias", false)) r.fail("conv_bias", "biases on the short convolution are not supported (expected false)");
+  c.mixers.push_back({"attention", attention});
+  c.mixers.push_back({"conv", conv});
+  std::vector<bool> full(L, true);
+  if (r.has("layer_types")) {
+    full = read_layer_types(r, L, "full_attention", "conv", [](int) { return true; });
+  } else if (r.has("full_attn_idxs")) {
+    std::fill(full.begin(), full.end(), false);
+    for (int i : r.int_list("full_attn_idxs", 0)) {
+      if (i >= L) r.fail("full_attn_idxs", "layer " + std::to_string(i) + " is past the " + std::to_string(L) + " layers");
+      full[size_t(i)] = true;
+    }
+  }
+  int64_t hidden = r.has("block_ff_dim") ? required_int(r, "block_ff_dim") : required_int(r, "intermediate_size");
+  if (r.boolean_or("block_auto_adjust_ff_dim", true)) {
+    hidden = 2 * hidden / 3;
+    if (r.has("block_ffn_dim_multiplier")) {
+      const int64_t multiple = r.integer_or("block_multiple_of", 256, 1);
+      hidden = int64_t(r.number_or("block_ffn_dim_multiplier", 1.0, 1e-6, 1e6) * double(hidden));
+      hidden = multiple * ((hidden + multiple - 1) / multiple);
+    }
+  }
+  if (hidden < 1 || hidden > kMaxWidth) r.fail("block_ff_dim", "the MLP width comes to " + std::to_string(hidden));
+  c.ffns.push_back({"dense", dense_ffn(int(hidden), Activation::swiglu)});
+  schedule(c, L, [&](int i) { return std::pair{std::string(full[size_t(i)] ? "attention" : "conv"), std::string("dense")}; });
+  return c;
+}
+
 // ---- Dispatch ----------------------------------------------------------------------------
 
 using Mapper = ModelConfig (*)(JsonReader&);
@@ -700,6 +748,7 @@ const std::vector<std::pair<std::string, Mapper>>& families() {
       {"granite", map_granite},     {"granitemoe", map_granitemoe},   {"exaone4", map_exaone4},
       {"granitemoehybrid", map_granitemoehybrid},
       {"gpt_oss", map_gpt_oss},     {"phi3", map_phi3},               {"smollm3", map_smollm3},
+      {"lfm2", map_lfm2},
   };
   return list;
 }

@@ -22,6 +22,7 @@ enum class MixerKind {
   mla,              // multi-head latent attention: cache a normalised latent + a shared key
   gdn,              // Gated DeltaNet: scalar decay and beta per head
   gdn2,             // Gated DeltaNet-2: per-key-channel decay and erase, per-value-channel write
+  short_conv,       // gated short convolution (LFM2): y = W_o (c * conv(b * x~)), [b, c, x~] = W x
 };
 
 enum class QkNorm { none, head, full };  // head: gain of width head_dim; full: gain over all heads
@@ -76,7 +77,7 @@ struct MixerSpec {
   int v_head_dim = 0;    // MLA / GDN value width per head (0: head_dim)
   // Gated DeltaNet
   int n_v_heads = 0;     // value heads (0: n_heads); q/k heads are repeated to match
-  int conv_kernel = 4;   // causal depthwise conv over q, k, v (current + kernel-1 previous)
+  int conv_kernel = 4;   // GDN: causal depthwise conv over q, k, v; short_conv: its conv (current + kernel-1 previous)
   int gate_rank = 0;     // gdn2: rank of the decay / erase / write gate projections (0: full)
   int out_gate_rank = 0; // gdn/gdn2: rank of the output gate projection (0: full)
 

@@ -14,7 +14,7 @@ const std::vector<std::pair<std::string_view, std::string_view>>& embedded_prese
 
 namespace {
 
-const std::vector<std::string> kMixerKinds = {"attention", "relu2_attention", "sparse_reuse", "mla", "gdn", "gdn2"};
+const std::vector<std::string> kMixerKinds = {"attention", "relu2_attention", "sparse_reuse", "mla", "gdn", "gdn2", "short_conv"};
 const std::vector<std::string> kQkNorms = {"none", "head", "full"};
 const std::vector<std::string> kActivations = {"swiglu", "geglu", "relu2", "swiglu_oai"};
 const std::vector<std::string> kFfnKinds = {"dense", "moe"};
@@ -58,10 +58,11 @@ Rope parse_rope(JsonReader r) {
 MixerSpec parse_mixer(JsonReader r) {
   MixerSpec m;
   m.kind = MixerKind(r.choice("kind", kMixerKinds));
-  m.n_heads = r.integer("n_heads", 1);
+  const bool conv = m.kind == MixerKind::short_conv;  // its width is d_model's: no heads
+  m.n_heads = conv ? r.integer_or("n_heads", 0, 0) : r.integer("n_heads", 1);
   bool attention_like = m.kind == MixerKind::attention || m.kind == MixerKind::relu2_attention;
   m.n_kv_heads = attention_like ? r.integer("n_kv_heads", 1) : r.integer_or("n_kv_heads", 0, 0);
-  m.head_dim = m.kind == MixerKind::mla ? r.integer_or("head_dim", 0, 0) : r.integer("head_dim", 1);
+  m.head_dim = m.kind == MixerKind::mla || conv ? r.integer_or("head_dim", 0, 0) : r.integer("head_dim", 1);
   m.window = r.integer_or("window", 0, 0);
   if (r.has("rope")) m.rope = parse_rope(r.object("rope"));
   // ReLU^2 and sparse layers score RMS-normalised queries and keys (NOTES.md 1).
@@ -261,7 +262,7 @@ void validate_model_config(const ModelConfig& c, const std::string& origin) {
           fail(w + ".rope.longrope_short", "LongRoPE does not combine with Llama-3, YaRN or linear scaling");
       }
       if (m.kind == MixerKind::relu2_attention || m.kind == MixerKind::sparse_reuse || m.kind == MixerKind::gdn ||
-          m.kind == MixerKind::gdn2)
+          m.kind == MixerKind::gdn2 || m.kind == MixerKind::short_conv)
         fail(w + ".rope", std::string(to_string(m.kind)) + " encodes no position; remove \"rope\"");
     }
     if (m.kind == MixerKind::mla) {
@@ -295,7 +296,7 @@ void validate_model_config(const ModelConfig& c, const std::string& origin) {
       bool full = (s.kind == MixerKind::attention && s.window == 0) || s.kind == MixerKind::relu2_attention;
       if (src.kv.kind == KvSourceKind::reuse || !full)
         fail(w + ".kv", "layer " + num(l.kv.layer) + " (" + src.mixer + ") keeps no full-attention cache of its own to reuse");
-      if (m.kind == MixerKind::mla || m.kind == MixerKind::gdn || m.kind == MixerKind::gdn2)
+      if (m.kind == MixerKind::mla || m.kind == MixerKind::gdn || m.kind == MixerKind::gdn2 || m.kind == MixerKind::short_conv)
         fail(w + ".kv", std::string(to_string(m.kind)) + " cannot reuse another layer's cache");
       int kv_heads = m.kind == MixerKind::sparse_reuse ? s.n_kv_heads : m.n_kv_heads;
       if (m.head_dim != s.head_dim || m.n_heads % kv_heads || (m.kind != MixerKind::sparse_reuse && m.n_kv_heads != s.n_kv_heads))
@@ -303,7 +304,8 @@ void validate_model_config(const ModelConfig& c, const std::string& origin) {
                             num(l.kv.layer) + "'s cache (" + num(s.n_kv_heads) + " KV heads of " + num(s.head_dim) + ")");
     }
     if (l.kv.kind == KvSourceKind::bridge) {
-      if (m.kind == MixerKind::sparse_reuse || m.kind == MixerKind::gdn || m.kind == MixerKind::gdn2)
+      if (m.kind == MixerKind::sparse_reuse || m.kind == MixerKind::gdn || m.kind == MixerKind::gdn2 ||
+          m.kind == MixerKind::short_conv)
         fail(w + ".kv", std::string(to_string(m.kind)) + " cannot take bridged K/V");
       if (c.residual.kind == ResidualKind::mhc)
         fail(w + ".kv", "a KV bridge needs plain or attn_residuals residuals");

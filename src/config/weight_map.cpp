@@ -178,6 +178,14 @@ void mixer(Builder& b, const std::string& p, const MixerSpec& m, const LayerSpec
       b.matrix(p + "wo", d, hv * dv);
       break;
     }
+    case MixerKind::short_conv:
+      // [b, c, x~] = W x, each [d, d]; the conv's taps [d, K]; W_o [d, d]
+      b.matrix(p + "w_b", d, d);
+      b.matrix(p + "w_c", d, d);
+      b.matrix(p + "w_x", d, d);
+      b.add(p + "conv", {d, int64_t(m.conv_kernel)}, TensorRole::conv);
+      b.matrix(p + "wo", d, d);
+      break;
   }
 }
 

@@ -56,6 +56,11 @@ void gdn(Gdn& g, Slot&& slot) {
   slot("attn.o_norm", g.o_norm), slot("attn.wo", g.wo);
 }
 
+template <class ShortConv, class Slot>
+void short_conv(ShortConv& s, Slot&& slot) {
+  slot("attn.w_b", s.w_b), slot("attn.w_c", s.w_c), slot("attn.w_x", s.w_x), slot("attn.conv", s.conv), slot("attn.wo", s.wo);
+}
+
 template <class Attention, class Slot>
 void attention(Attention& a, Slot&& slot) {
   slot("attn.wq", a.wq), slot("attn.wk", a.wk), slot("attn.wv", a.wv), slot("attn.wg", a.wg), slot("attn.wo", a.wo);
@@ -68,6 +73,7 @@ template <class Layer, class Slot>
 void mixer(MixerKind kind, Layer& l, Slot&& slot) {
   if (kind == MixerKind::mla) mla(l.mla, slot);
   else if (kind == MixerKind::gdn || kind == MixerKind::gdn2) gdn(l.gdn, slot);
+  else if (kind == MixerKind::short_conv) short_conv(l.short_conv, slot);
   else attention(l.attn, slot);
 }
 

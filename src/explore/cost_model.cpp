@@ -53,6 +53,9 @@ double mixer_flops(const ModelConfig& c, int i, double n, Phase phase) {
       // Per value head: decay d_k d_v, erase read S^T(b k) 2 d_k d_v, rank-1 write 2 d_k d_v,
       // output S^T q 2 d_k d_v: 7 d_k d_v, constant in n.
       return 7.0 * m.value_heads() * m.head_dim * m.value_dim();
+    case MixerKind::short_conv:
+      // Per channel: the input gate b x~, K conv taps, the output gate c y: 2 + 2K, constant in n.
+      return (2.0 + 2.0 * m.conv_kernel) * c.d_model;
   }
   return 0;
 }
@@ -201,6 +204,13 @@ State state(const ModelConfig& c, double n, double v_read_fraction) {
         s.stored[m.kind] += recurrent + conv;
         s.read[m.kind] += recurrent + conv;
         s.recurrent_stored += recurrent + conv;
+        break;
+      }
+      case MixerKind::short_conv: {
+        const double tail = double(m.conv_kernel - 1) * c.d_model;  // the last K-1 gated inputs
+        s.stored[m.kind] += tail;
+        s.read[m.kind] += tail;
+        s.recurrent_stored += tail;
         break;
       }
     }

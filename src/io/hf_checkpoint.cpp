@@ -127,13 +127,14 @@ std::vector<ElementRun> HfCheckpoint::runs(const TensorInfo& t) const {
   if (layer >= 0) return layer_runs(layer, rel, t);
   if (t.name == "embed") return whole(prefix_ + "embed_tokens.weight", t.shape);
   if (t.name == "lm_head") return whole(head_name_, t.shape);
-  if (t.name == "final_norm") return whole(prefix_ + "norm.weight", t.shape);
+  if (t.name == "final_norm") return whole(prefix_ + (model_type_ == "lfm2" ? "embedding_norm.weight" : "norm.weight"), t.shape);
   throw IoError(dir_ + ": tensor " + t.name + " has no Hugging Face source for model_type " + model_type_);
 }
 
 std::vector<ElementRun> HfCheckpoint::layer_runs(int layer, const std::string& rel, const TensorInfo& t) const {
   const std::string p = prefix_ + "layers." + num(layer) + ".";
   const bool gemma = is_gemma(model_type_);
+  if (model_type_ == "lfm2") return lfm2_runs(layer, p, rel, t);
   if (rel == "attn_norm") return whole(p + "input_layernorm.weight", t.shape);
   if (rel == "ffn_norm") return whole(p + (gemma ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight"), t.shape);
   if (rel == "attn_post_norm") return whole(p + "post_attention_layernorm.weight", t.shape);
@@ -274,6 +275,32 @@ std::vector<ElementRun> HfCheckpoint::gdn_runs(const std::string& p, const std::
     if (rel == "w_decay") return per_key_head(ba, {2 * hv, d}, 2 * r, r, r);
   }
   throw IoError(dir_ + ": tensor attn." + rel + " has no Hugging Face source for model_type " + model_type_);
+}
+
+// LFM2: operator_norm and ffn_norm; attention as Llama's with out_proj and q_layernorm /
+// k_layernorm; the short convolution's in_proj [3d, d] holds the rows of B, C, x in that order,
+// conv.weight [d, 1, K] its taps; the MLP is feed_forward.w1 (gate), w3 (up), w2 (down).
+std::vector<ElementRun> HfCheckpoint::lfm2_runs(int layer, const std::string& p, const std::string& rel,
+                                                const TensorInfo& t) const {
+  const int64_t d = config_.d_model;
+  if (rel == "attn_norm") return whole(p + "operator_norm.weight", t.shape);
+  if (rel == "ffn_norm") return whole(p + "ffn_norm.weight", t.shape);
+  if (rel == "ffn.w_gate") return whole(p + "feed_forward.w1.weight", t.shape);
+  if (rel == "ffn.w_up") return whole(p + "feed_forward.w3.weight", t.shape);
+  if (rel == "ffn.w_down") return whole(p + "feed_forward.w2.weight", t.shape);
+  const MixerSpec& m = config_.mixer(layer);
+  if (m.kind == MixerKind::short_conv) {
+    if (rel == "attn.w_b" || rel == "attn.w_c" || rel == "attn.w_x")
+      return {rows(p + "conv.in_proj.weight", {3 * d, d}, (rel == "attn.w_b" ? 0 : rel == "attn.w_c" ? 1 : 2) * d, d)};
+    if (rel == "attn.conv") return {rows(p + "conv.conv.weight", {d, 1, m.conv_kernel}, 0, d)};
+    if (rel == "attn.wo") return whole(p + "conv.out_proj.weight", t.shape);
+  } else {
+    if (rel == "attn.wo") return whole(p + "self_attn.out_proj.weight", t.shape);
+    if (rel == "attn.q_norm") return whole(p + "self_attn.q_layernorm.weight", t.shape);
+    if (rel == "attn.k_norm") return whole(p + "self_attn.k_layernorm.weight", t.shape);
+    if (rel.rfind("attn.", 0) == 0) return attention_runs(p + "self_attn.", rel.substr(5), t, m);
+  }
+  throw IoError(dir_ + ": tensor " + t.name + " has no Hugging Face source for model_type lfm2");
 }
 
 // The gate (or up) rows of a fused tensor, [2 hidden, in] for one MLP or [E, 2 hidden, in] for

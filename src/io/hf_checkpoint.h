@@ -64,6 +64,7 @@ class HfCheckpoint {
                                          const MixerSpec& m) const;
   std::vector<ElementRun> mla_runs(const std::string& p, const std::string& rel, const TensorInfo& t,
                                    const MixerSpec& m) const;
+  std::vector<ElementRun> lfm2_runs(int layer, const std::string& p, const std::string& rel, const TensorInfo& t) const;
   std::vector<ElementRun> gdn_runs(const std::string& p, const std::string& rel, const TensorInfo& t,
                                    const MixerSpec& m) const;
   std::vector<ElementRun> gate_or_up(const std::string& name, const Shape& fused, bool gate) const;

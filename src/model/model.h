@@ -19,6 +19,7 @@
 #include "model/lm_head.h"
 #include "model/mhc.h"
 #include "model/mla.h"
+#include "model/short_conv.h"
 #include "model/tensor.h"
 #include "model/weights.h"
 
@@ -37,6 +38,7 @@ struct LayerWeights {
   AttentionWeights attn;                    // the mixer: one of these by its kind
   MlaWeights mla;
   GdnWeights gdn;
+  ShortConvWeights short_conv;
   FfnWeights dense;
   MoeWeights moe;
 };

@@ -29,6 +29,7 @@ const std::vector<std::pair<std::string, std::string>>& architectures() {
       {"phi3", "phi3"}, {"smollm3", "smollm3"}, {"gemma", "gemma"}, {"olmo2", "olmo2"},
       {"granite", "granite"}, {"granitemoe", "granitemoe"}, {"exaone4", "exaone4"},
       {"qwen3next", "qwen3_next"}, {"qwen35", "qwen3_5_text"}, {"qwen35moe", "qwen3_5_moe_text"},
+      {"lfm2", "lfm2"},
   };
   return list;
 }
@@ -281,6 +282,39 @@ Json sliding_layer_types(const GgufFile& f, const std::string& key, int64_t n_la
   return types;
 }
 
+// LFM2: attention.head_count_kv holds one count per layer, 0 for the short-conv layers (the
+// others' counts must agree); shortconv.l_cache is the conv's taps; feed_forward_length is
+// the MLP width as llama.cpp's converter already adjusted it; norm_eps is the RMSNorm's.
+void lfm2_config(const GgufFile& f, const std::string& a, Json& hf) {
+  const int64_t n = hf["num_hidden_layers"].get<int64_t>();
+  const GgufValue* kv = f.value(a + "attention.head_count_kv");
+  if (!kv) throw IoError(f.path() + ": metadata " + a + "attention.head_count_kv: missing (LFM2: one count per layer, 0 for conv layers)");
+  Json types = Json::array();
+  int64_t heads = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t h = 0;
+    if (kv->type == GgufType::array) {
+      GgufValue element;
+      element.type = kv->elem;
+      if (!element.is_int() || int64_t(kv->ints.size()) != n)
+        throw IoError(f.path() + ": metadata " + a + "attention.head_count_kv: expected " + num(n) + " integers, one per layer");
+      h = kv->ints[size_t(i)];
+    } else {
+      h = f.integer(a + "attention.head_count_kv");
+    }
+    if (h < 0 || (h > 0 && heads > 0 && h != heads))
+      throw IoError(f.path() + ": metadata " + a + "attention.head_count_kv[" + num(i) + "] = " + num(h) +
+                    ": expected 0 (a conv layer) or the attention layers' common count");
+    if (h > 0) heads = h;
+    types.push_back(h > 0 ? "full_attention" : "conv");
+  }
+  if (heads > 0) hf["num_key_value_heads"] = heads;
+  hf["layer_types"] = types;
+  hf["conv_L_cache"] = f.integer(a + "shortconv.l_cache");
+  hf["block_auto_adjust_ff_dim"] = false;
+  if (auto eps = f.number_or_none(a + "attention.layer_norm_rms_epsilon")) hf["norm_eps"] = *eps;
+}
+
 // Qwen3-Next and Qwen3.5 (qwen3next, qwen35, qwen35moe): the Gated DeltaNet widths under
 // ssm.* (state_size d_k, group_count key heads, time_step_rank value heads, inner_size value
 // heads x d_v); the recurrent layers as flags or, without them, every full_attention_interval-th
@@ -360,7 +394,8 @@ GgufModel::GgufModel(const std::string& path) : file_(path) {
   auto copy_num = [&](const std::string& key, const char* hf) {
     if (auto v = file_.number_or_none(a + key)) hf_[hf] = *v;
   };
-  copy_int("attention.head_count_kv", "num_key_value_heads");
+  if (arch_ == "lfm2") lfm2_config(file_, a, hf_);
+  else copy_int("attention.head_count_kv", "num_key_value_heads");
   copy_int("attention.key_length", "head_dim");
   copy_int("feed_forward_length", "intermediate_size");
   copy_num("attention.layer_norm_rms_epsilon", "rms_norm_eps");
@@ -601,9 +636,29 @@ std::optional<std::vector<ElementRun>> GgufModel::qwen_hybrid_runs(int layer, co
   throw IoError(file_.path() + ": tensor " + t.name + " has no GGUF counterpart for architecture " + arch_);
 }
 
+// LFM2: the final norm is token_embd_norm (llama.cpp's name for embedding_norm); a short-conv
+// layer's shortconv.in_proj [3d, d] holds the rows of B, C, x, shortconv.conv [d, K] its taps,
+// shortconv.out_proj its output projection. Attention is NEOX-style: no permutation.
+std::optional<std::vector<ElementRun>> GgufModel::lfm2_runs(int layer, const std::string& rel, const TensorInfo& t) const {
+  if (arch_ != "lfm2") return std::nullopt;
+  if (layer < 0) {
+    if (rel != "final_norm") return std::nullopt;
+    return std::vector<ElementRun>{rows(source("token_embd_norm.weight", t.shape), 0, 1)};
+  }
+  if (config_.mixer(layer).kind != MixerKind::short_conv || rel.rfind("attn.", 0) != 0) return std::nullopt;
+  const std::string blk = "blk." + num(layer) + ".shortconv.";
+  const int64_t d = config_.d_model;
+  if (rel == "attn.w_b" || rel == "attn.w_c" || rel == "attn.w_x")
+    return std::vector<ElementRun>{rows(source(blk + "in_proj.weight", {3 * d, d}), rel == "attn.w_b" ? 0 : rel == "attn.w_c" ? d : 2 * d, d)};
+  if (rel == "attn.conv") return std::vector<ElementRun>{rows(source(blk + "conv.weight", t.shape), 0, d)};
+  if (rel == "attn.wo") return std::vector<ElementRun>{rows(source(blk + "out_proj.weight", t.shape), 0, d)};
+  throw IoError(file_.path() + ": tensor " + t.name + " has no GGUF counterpart for architecture lfm2");
+}
+
 std::vector<ElementRun> GgufModel::runs(const TensorInfo& t) const {
   auto [layer, rel] = slots::split_name(t.name);
   if (auto hybrid = qwen_hybrid_runs(layer, rel, t)) return *hybrid;
+  if (auto lfm2 = lfm2_runs(layer, rel, t)) return *lfm2;
   const std::string name = gguf_name(t);
   if (layer >= 0 && rel.rfind("attn.", 0) == 0 && config_.mixer(layer).kind == MixerKind::mla) {
     const std::string r = rel.substr(5);

@@ -7,7 +7,7 @@
 //                  q_a / q_b or q, kv_a_mqa, kv_b or the split k_b / v_b; leading dense layers;
 //                  shared and routed experts), phi3, smollm3, olmo2, granite, granitemoe,
 //                  exaone4, qwen35, qwen35moe, qwen3next (Gated DeltaNet; Qwen3.5's value heads
-//                  tiled, read back in transformers' order)
+//                  tiled, read back in transformers' order), lfm2 (short convolutions)
 //   tensor types:  F32, F16, BF16, Q8_0, Q4_0 (both copied bit for bit into q8 / q4 at group 32),
 //                  Q4_K, Q5_K, Q6_K (dequantised, then stored in the requested type)
 //
@@ -57,6 +57,7 @@ class GgufModel {
   std::vector<ElementRun> permuted_rows(const std::string& name, const Shape& expect, int heads) const;
   std::optional<std::vector<ElementRun>> fused_runs(int layer, const std::string& rel, const std::string& name,
                                                     const TensorInfo& t) const;
+  std::optional<std::vector<ElementRun>> lfm2_runs(int layer, const std::string& rel, const TensorInfo& t) const;
   std::optional<std::vector<ElementRun>> qwen_hybrid_runs(int layer, const std::string& rel, const TensorInfo& t) const;
   std::string gguf_name(const TensorInfo& t) const;
 

@@ -4,7 +4,7 @@
 // caches exactly as token-by-token decode would leave them.
 //   attention / ReLU^2 / sparse layers: Q, K, V, gate, O   (attention_batch)
 //   MLA: W_kva, W_q or W_qa + W_qb, W_g, W_o              (mla_batch)
-//   Gated DeltaNet: the chunked form                       (recurrent_batch)
+//   Gated DeltaNet: the chunked form; short conv: batched projections   (recurrent_batch)
 //   the gated engram's W_value, W_key; bridged layers' K/V  (engram_batch, fill_bridges)
 #include <algorithm>
 
@@ -39,8 +39,11 @@ void Session::recurrent_batch(int i, std::span<const BatchRow> rows, BatchScratc
     if (b.attends[size_t(a)]) b.active[size_t(live++)] = b.active[size_t(a)];
   b.active.resize(size_t(live));
   float *x = b.x.data(), *y = b.y.data();
-  gdn_prefill(s.model().layers[size_t(i)].gdn, c.mixer(i), c, b.xn.data(), live, s.gdn_[size_t(i)], s.gdn_scratch_, y,
-              s.pool_);
+  const LayerWeights& w = s.model().layers[size_t(i)];
+  if (c.mixer(i).kind == MixerKind::short_conv)
+    short_conv_prefill(w.short_conv, c.mixer(i), b.xn.data(), live, s.short_conv_[size_t(i)], s.short_conv_scratch_, y, s.pool_);
+  else
+    gdn_prefill(w.gdn, c.mixer(i), c, b.xn.data(), live, s.gdn_[size_t(i)], s.gdn_scratch_, y, s.pool_);
   for (int64_t a = 0; a < live; ++a) {
     enter_row(rows, b, b.active[size_t(a)]).mixer_output(i, y + a * d, x + a * d);
   }

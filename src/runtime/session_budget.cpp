@@ -25,6 +25,7 @@ double session_bytes(const ModelConfig& c, int64_t context) {
     if (m.kind == MixerKind::sparse_reuse) per_token += double(c.mixer(c.cache_owner(i)).n_kv_heads) * f32;
     if (m.kind == MixerKind::gdn || m.kind == MixerKind::gdn2)
       fixed += double(m.value_heads()) * m.head_dim * m.value_dim() * f32;
+    if (m.kind == MixerKind::short_conv) fixed += double(m.conv_kernel - 1) * c.d_model * f32;
   }
   return per_token * ctx + fixed;
 }

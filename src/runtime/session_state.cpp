@@ -131,6 +131,7 @@ std::vector<StateBuffer> Session::state(int64_t position) {
       add(layer + "gdn.conv_v", vector_bytes(g.conv_v));
       add(layer + "gdn.S", vector_bytes(g.S));
     }
+    if (ShortConvState& s = short_conv_[i]; !s.tail.empty()) add(layer + "short_conv.tail", vector_bytes(s.tail));
     if (EngramGateState& e = engram_gate_[i]; !e.history.empty()) add(layer + "engram_gate.history", vector_bytes(e.history));
   }
   // The residual state (TokenState rows) and the full layers' kept scores are rebuilt by every

@@ -44,4 +44,21 @@ inline torch::Tensor linear_map(const torch::Tensor& x, const torch::Tensor& w, 
   return b.defined() ? y + b : y;
 }
 
+// The causal depthwise conv inside each document. taps [C, K]: tap j weights the input K-1-j
+// tokens back,
+//   y_t = sum_j taps[:, j] * x_{t-(K-1)+j},   x_s = 0 for s before t's document start,
+// i.e. the shift by n = K-1-j reads x_{t-n} only where pos_t >= n. x: [B, T, C].
+inline torch::Tensor causal_conv(const torch::Tensor& x, const torch::Tensor& taps, const Layout& l) {
+  const int64_t T = x.size(1), K = taps.size(1);
+  torch::Tensor y = torch::zeros_like(x);
+  for (int64_t j = 0; j < K; ++j) {
+    const int64_t n = K - 1 - j;
+    if (n >= T) continue;  // reaches before every row's start
+    torch::Tensor shifted = n ? torch::constant_pad_nd(x.narrow(1, 0, T - n), {0, 0, n, 0}) : x;
+    torch::Tensor inside = (l.pos >= n).unsqueeze(-1).to(x.scalar_type());  // [B, T, 1]
+    y = y + shifted * inside * taps.select(1, j);
+  }
+  return y;
+}
+
 }  // namespace wren::train

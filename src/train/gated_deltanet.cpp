@@ -113,21 +113,9 @@ torch::Tensor split_heads(const torch::Tensor& x, int64_t heads) {
   return x.view({x.size(0), x.size(1), heads, -1}).transpose(1, 2);
 }
 
-// (1) SiLU of the causal depthwise conv inside each document. taps [C, K]: tap j weights the
-// input K-1-j tokens back,
-//   y_t = SiLU(sum_j taps[:, j] * x_{t-(K-1)+j}),   x_s = 0 for s before t's document start,
-// i.e. the shift by n = K-1-j reads x_{t-n} only where pos_t >= n. x: [B, T, C].
+// (1) SiLU of the causal depthwise conv inside each document (common.h).
 torch::Tensor short_conv(const torch::Tensor& x, const torch::Tensor& taps, const Layout& l) {
-  const int64_t T = x.size(1), K = taps.size(1);
-  torch::Tensor y = torch::zeros_like(x);
-  for (int64_t j = 0; j < K; ++j) {
-    const int64_t n = K - 1 - j;
-    if (n >= T) continue;  // reaches before every row's start
-    torch::Tensor shifted = n ? torch::constant_pad_nd(x.narrow(1, 0, T - n), {0, 0, n, 0}) : x;
-    torch::Tensor inside = (l.pos >= n).unsqueeze(-1).to(x.scalar_type());  // [B, T, 1]
-    y = y + shifted * inside * taps.select(1, j);
-  }
-  return torch::silu(y);
+  return torch::silu(causal_conv(x, taps, l));
 }
 
 // x / sqrt(sum x^2 + eps) over the last dimension.

@@ -250,6 +250,9 @@ torch::Tensor Model::forward(const torch::Tensor& input) {
       case MixerKind::gdn2:
         out = gated_deltanet(w.gdn, m, c, l, xn);
         break;
+      case MixerKind::short_conv:
+        out = gated_short_conv(w.short_conv, m, l, xn);
+        break;
     }
     r.add(out, w.attn_post_norm);
 

@@ -36,6 +36,7 @@
 #include "train/engram.h"
 #include "train/ffn.h"
 #include "train/gated_deltanet.h"
+#include "train/short_conv.h"
 #include "train/mhc.h"
 #include "train/mla.h"
 
@@ -53,9 +54,10 @@ struct LayerParams {
   MixParams attn_res, ffn_res, kv_bridge;  // attention residuals
   MhcParams attn_mhc, ffn_mhc;             // mHC boundaries
   EngramGateParams engram;                 // Nenya's engram added before this layer (hasher set)
-  AttentionParams attn;                    // the mixer: one of attn, mla, gdn
+  AttentionParams attn;                    // the mixer: one of attn, mla, gdn, short_conv
   MlaParams mla;
   GdnParams gdn;
+  ShortConvParams short_conv;
   FfnParams dense;
   MoeParams moe;
 };

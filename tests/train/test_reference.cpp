@@ -91,6 +91,15 @@ const char* kGranite = R"({"name": "granite-tiny", "d_model": 48, "vocab_size": 
                    "score": "softmax", "gates": "softmax_topk"}},
   "layers": [{"mixer": "a", "ffn": "moe", "repeat": 2}]})";
 
+// LFM2's short convolutions beside GQA attention with QK-norm per head.
+const char* kLfm2 = R"({"name": "lfm2-tiny", "d_model": 48, "vocab_size": 300, "context_length": 512,
+  "norm": {"eps": 1e-5}, "tie_embeddings": true,
+  "mixers": {"conv": {"kind": "short_conv", "conv_kernel": 3},
+             "a": {"kind": "attention", "n_heads": 4, "n_kv_heads": 2, "head_dim": 12, "qk_norm": "head",
+                   "rope": {"theta": 1000000}}},
+  "ffns": {"f": {"kind": "dense", "activation": "swiglu", "hidden": 64}},
+  "layers": [{"mixer": "conv", "ffn": "f"}, {"mixer": "a", "ffn": "f"}, {"mixer": "conv", "ffn": "f"}]})";
+
 ModelConfig config_from(const char* json) { return parse_model_config(Json::parse(json), "test config"); }
 
 TEST(TrainReference, EmblaMiniMatchesTheEngineAtEveryPosition) {
@@ -102,7 +111,7 @@ TEST(TrainReference, EmblaMiniMatchesTheEngineAtEveryPosition) {
 }
 
 TEST(TrainReference, OrdinaryModelsMatchTheEngine) {
-  for (const char* json : {kLlama, kOlmoe, kGemma, kDeepseek, kPhi3, kOlmo2, kGranite}) {
+  for (const char* json : {kLlama, kOlmoe, kGemma, kDeepseek, kPhi3, kOlmo2, kGranite, kLfm2}) {
     const ModelConfig c = config_from(json);
     SCOPED_TRACE(c.name);
     train::Model model(c, 11);
@@ -126,7 +135,7 @@ TEST(TrainReference, BatchRowsAreIndependent) {
 // document masking B's positions would differ.
 TEST(TrainReference, DocumentMaskingMakesEachDocumentIndependent) {
   const int32_t eot = 3;
-  for (const ModelConfig& config : {load_preset("embla-mini"), config_from(kGemma)}) {
+  for (const ModelConfig& config : {load_preset("embla-mini"), config_from(kGemma), config_from(kLfm2)}) {
     SCOPED_TRACE(config.name);
     MaskingCase m(config, eot);
     const int64_t na = m.na, nb = m.nb;
