@@ -444,6 +444,24 @@ inline HfModel make_lfm2() {
   return m;
 }
 
+// LFM2-MoE: LFM2's layers; layer 0 keeps a dense MLP (num_dense_layers 1), layer 1 routes:
+// sigmoid scores, top-2 chosen by score + expert_bias, renormalised and scaled by 2.5; the
+// experts as feed_forward.experts.{e}.w1 / w3 / w2.
+inline HfModel make_lfm2_moe() {
+  HfModel m = make_lfm2();
+  m.config["model_type"] = "lfm2_moe";
+  for (const char* k : {"block_ff_dim", "block_auto_adjust_ff_dim", "block_ffn_dim_multiplier", "block_multiple_of"}) m.config.erase(k);
+  m.config["intermediate_size"] = kInter, m.config["num_dense_layers"] = 1, m.config["num_experts"] = kExperts;
+  m.config["num_experts_per_tok"] = kTopK, m.config["moe_intermediate_size"] = kExpertHidden;
+  m.config["use_expert_bias"] = true, m.config["routed_scaling_factor"] = 2.5, m.config["norm_topk_prob"] = true;
+  const std::string p = "model.layers.1.feed_forward.";
+  for (const char* w : {"w1", "w2", "w3"}) m.tensors.erase(p + w + ".weight");
+  m.add(p + "gate.weight", {kExperts, kD}, 0.3f);
+  m.add(p + "expert_bias", {kExperts}, 0.2f);
+  for (int e = 0; e < kExperts; ++e) add_mlp(m, p + "experts." + std::to_string(e) + ".", kExpertHidden, "w1", "w3", "w2");
+  return m;
+}
+
 // ---- The oracle ----------------------------------------------------------------------------
 
 class HfOracle {
@@ -452,7 +470,7 @@ class HfOracle {
       : m_(m), c_(m.config.contains("text_config") ? m.config["text_config"] : m.config), type_(c_["model_type"].get<std::string>()) {
     if (m.config.contains("text_config")) prefix_ = "model.language_model.";
     hybrid_ = type_ == "qwen3_next" || type_.rfind("qwen3_5", 0) == 0;
-    lfm2_ = type_ == "lfm2";
+    lfm2_ = type_.rfind("lfm2", 0) == 0;
     gemma_ = type_.rfind("gemma", 0) == 0;
     sandwich_ = gemma_ && type_ != "gemma";
     post_ = type_ == "olmo2" || type_ == "olmo3" || type_ == "exaone4";
@@ -762,6 +780,7 @@ class HfOracle {
       const auto& in = m_.at(p + "shared_mlp.input_linear.weight");
       return mlp(in, in, m_.at(p + "shared_mlp.output_linear.weight"), hidden, x, 0, hidden);
     }
+    if (lfm2_ && m_.has(p + "feed_forward.gate.weight")) return lfm2_moe(p + "feed_forward.", x);
     if (lfm2_) return named_mlp(p + "feed_forward.", kInter, x, "w1", "w3", "w2");
     if (!m_.has(q + "gate.weight")) return named_mlp(q, hidden, x);
     Vec logits = matvec(m_.at(q + "gate.weight"), kExperts, kD, x.data());
@@ -803,6 +822,28 @@ class HfOracle {
       for (int r = 0; r < kD; ++r) y[r] += gate * s[r];
     }
     (void)i;
+    return y;
+  }
+
+  // Lfm2MoeSparseMoeBlock: s = sigmoid(gate x); the top-k of s + expert_bias; weights s_e /
+  // (sum of the chosen s + 1e-6) times routed_scaling_factor.
+  Vec lfm2_moe(const std::string& q, const Vec& x) {
+    const Vec logits = matvec(m_.at(q + "gate.weight"), kExperts, kD, x.data());
+    std::vector<double> s(kExperts), biased(kExperts);
+    for (int e = 0; e < kExperts; ++e)
+      s[size_t(e)] = 1.0 / (1.0 + std::exp(-double(logits[size_t(e)]))), biased[size_t(e)] = s[size_t(e)] + m_.at(q + "expert_bias")[size_t(e)];
+    std::vector<int> order(kExperts);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return biased[size_t(a)] > biased[size_t(b)]; });
+    double sum = 0;
+    for (int k = 0; k < kTopK; ++k) sum += s[size_t(order[size_t(k)])];
+    Vec y(kD, 0.0f);
+    for (int k = 0; k < kTopK; ++k) {
+      const int e = order[size_t(k)];
+      const Vec o = named_mlp(q + "experts." + std::to_string(e) + ".", kExpertHidden, x, "w1", "w3", "w2");
+      const double w = s[size_t(e)] / (sum + 1e-6) * c_["routed_scaling_factor"].get<double>();
+      for (int r = 0; r < kD; ++r) y[size_t(r)] += float(w * o[size_t(r)]);
+    }
     return y;
   }
 

@@ -560,16 +560,37 @@ void write_qwen35_gguf(HfModel& m, const std::string& path, const std::string& a
 // LFM2 as llama.cpp's converter writes it (conversion/lfm2.py): attention.head_count_kv one
 // count per layer, 0 for the conv layers; the MLP width already adjusted; conv.conv squeezed to
 // [d, K]; embedding_norm as token_embd_norm; no q / k permutation (NEOX rotation).
+// LFM2-MoE (lfm2moe) adds leading_dense_block_count, expert_count / used_count /
+// feed_forward_length, expert_gating_func 2 (sigmoid), expert_weights_scale, the stacked experts
+// ffn_*_exps, the router ffn_gate_inp and the selection biases exp_probs_b.
 void write_lfm2_gguf(HfModel& m, const std::string& path) {
   GgufWriter w;
-  w.set_string("general.architecture", "lfm2");
-  w.set_u32("lfm2.context_length", 64), w.set_u32("lfm2.embedding_length", kD), w.set_u32("lfm2.block_count", kLayers);
-  w.set_u32("lfm2.feed_forward_length", kInter), w.set_u32("lfm2.attention.head_count", kHeads);
-  w.set_u32("lfm2.attention.key_length", kHeadDim), w.set_u32("lfm2.shortconv.l_cache", kConvTaps);
-  w.set_f32("lfm2.attention.layer_norm_rms_epsilon", 1e-5f), w.set_f32("lfm2.rope.freq_base", 500.0f);
+  const bool moe = m.config["model_type"] == "lfm2_moe";
+  const std::string arch = moe ? "lfm2moe" : "lfm2", a = arch + ".";
+  w.set_string("general.architecture", arch);
+  w.set_u32(a + "context_length", 64), w.set_u32(a + "embedding_length", kD), w.set_u32(a + "block_count", kLayers);
+  w.set_u32(a + "feed_forward_length", kInter), w.set_u32(a + "attention.head_count", kHeads);
+  w.set_u32(a + "attention.key_length", kHeadDim), w.set_u32(a + "shortconv.l_cache", kConvTaps);
+  w.set_f32(a + "attention.layer_norm_rms_epsilon", 1e-5f), w.set_f32(a + "rope.freq_base", 500.0f);
   GgufValue kv;
   kv.type = GgufType::array, kv.elem = GgufType::u32, kv.ints = {0, kKvHeads};
-  w.set("lfm2.attention.head_count_kv", kv);
+  w.set(a + "attention.head_count_kv", kv);
+  if (moe) {
+    w.set_u32(a + "leading_dense_block_count", 1), w.set_u32(a + "expert_count", kExperts);
+    w.set_u32(a + "expert_used_count", kTopK), w.set_u32(a + "expert_feed_forward_length", kExpertHidden);
+    w.set_u32(a + "expert_gating_func", 2), w.set_f32(a + "expert_weights_scale", 2.5f);
+    const std::string p = "model.layers.1.feed_forward.";
+    for (const auto& [w_hf, name] : {std::pair{"w1", "ffn_gate_exps"}, std::pair{"w3", "ffn_up_exps"}, std::pair{"w2", "ffn_down_exps"}}) {
+      auto stacked = std::make_shared<std::vector<float>>();
+      Shape one;
+      for (int e = 0; e < kExperts; ++e) {
+        const HfTensor& t = m.tensors.at(p + "experts." + std::to_string(e) + "." + w_hf + ".weight");
+        stacked->insert(stacked->end(), t.values.begin(), t.values.end()), one = t.shape;  // F32: the oracle's values
+      }
+      w.add_tensor(std::string("blk.1.") + name + ".weight", GgmlType::F32, {kExperts, one[0], one[1]},
+                   [stacked](const ByteSink& sink) { sink(stacked->data(), stacked->size() * 4); });
+    }
+  }
   set_tokenizer(w, "gpt2", "lfm2");
   const std::map<std::string, std::string> names = {
       {"operator_norm.weight", "attn_norm.weight"}, {"ffn_norm.weight", "ffn_norm.weight"},
@@ -578,8 +599,10 @@ void write_lfm2_gguf(HfModel& m, const std::string& path) {
       {"self_attn.k_proj.weight", "attn_k.weight"}, {"self_attn.v_proj.weight", "attn_v.weight"},
       {"self_attn.out_proj.weight", "attn_output.weight"}, {"self_attn.q_layernorm.weight", "attn_q_norm.weight"},
       {"self_attn.k_layernorm.weight", "attn_k_norm.weight"}, {"feed_forward.w1.weight", "ffn_gate.weight"},
-      {"feed_forward.w3.weight", "ffn_up.weight"}, {"feed_forward.w2.weight", "ffn_down.weight"}};
+      {"feed_forward.w3.weight", "ffn_up.weight"}, {"feed_forward.w2.weight", "ffn_down.weight"},
+      {"feed_forward.gate.weight", "ffn_gate_inp.weight"}, {"feed_forward.expert_bias", "exp_probs_b.bias"}};
   for (auto& [hf, t] : m.tensors) {
+    if (hf.find(".experts.") != std::string::npos) continue;  // written stacked above
     std::string name = hf == "model.embed_tokens.weight" ? "token_embd.weight" : hf == "model.embedding_norm.weight" ? "token_embd_norm.weight" : "";
     if (name.empty()) {
       const size_t dot = hf.find('.', 13);
@@ -605,6 +628,17 @@ TEST(ConvertGguf, Lfm2ShortConvMatchesHfForward) {
   EXPECT_EQ(c.mixer(0).kind, MixerKind::short_conv);
   EXPECT_EQ(c.mixer(1).kind, MixerKind::attention);
   EXPECT_EQ(c.ffn(0).hidden, kInter);
+}
+
+TEST(ConvertGguf, Lfm2MoeSigmoidRoutingMatchesHfForward) {
+  TempDir dir;
+  HfModel m = make_lfm2_moe();
+  write_lfm2_gguf(m, dir / "m.gguf");
+  expect_converted_matches(m, dir);
+  const FfnSpec& f = GgufModel(dir / "m.gguf").config().ffn(1);
+  EXPECT_EQ(f.score, RouterScore::sigmoid);
+  EXPECT_TRUE(f.balance_bias);
+  EXPECT_DOUBLE_EQ(f.routed_scale, 2.5);
 }
 
 TEST(ConvertGguf, Qwen35TiledValueHeadsMatchHfForward) {

@@ -102,6 +102,7 @@ TEST(ConvertHf, Qwen3NextFusedProjectionsMatchHfForward) { expect_logits_match(m
 
 // LFM2: gated short convolutions beside GQA attention, its own tensor names.
 TEST(ConvertHf, Lfm2ShortConvMatchesHfForward) { expect_logits_match(make_lfm2(), 2); }
+TEST(ConvertHf, Lfm2MoeSigmoidRoutingMatchesHfForward) { expect_logits_match(make_lfm2_moe(), 2); }
 
 TEST(ConvertHf, Phi3LongRopeMatchesHfForward) { expect_logits_match(make_phi3(), 2); }
 TEST(ConvertHf, Smollm3NoRopeLayerMatchesHfForward) {

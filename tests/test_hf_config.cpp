@@ -470,6 +470,25 @@ TEST(HfConfigMapping, Lfm2ShortConvLayers) {
   EXPECT_NE(import_error(j).find("full_attn_idxs"), std::string::npos) << import_error(j);
 }
 
+// LFM2-MoE: the first two layers dense at intermediate_size, the rest 32 experts (top 4) routed
+// by sigmoid with selection biases, renormalised.
+TEST(HfConfigMapping, Lfm2MoeRouting) {
+  const ModelConfig c = load_hf_config(fixture("lfm2-8b-a1b"));
+  EXPECT_EQ(c.n_layers(), 24);
+  EXPECT_EQ(c.mixer(0).kind, MixerKind::short_conv);
+  EXPECT_EQ(c.mixer(2).kind, MixerKind::attention);
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(c.ffn(i).kind, FfnKind::dense) << i;
+  EXPECT_EQ(c.ffn(0).hidden, 7168);
+  const FfnSpec& f = c.ffn(2);
+  EXPECT_EQ(f.kind, FfnKind::moe);
+  EXPECT_EQ(f.n_experts, 32);
+  EXPECT_EQ(f.top_k, 4);
+  EXPECT_EQ(f.expert_hidden, 1792);
+  EXPECT_EQ(f.score, RouterScore::sigmoid);
+  EXPECT_EQ(f.gates, GateNorm::normalize);
+  EXPECT_TRUE(f.balance_bias);
+}
+
 TEST(HfConfigMapping, DeepSeek) {
   ModelConfig lite = load_hf_config(fixture("deepseek-v2-lite"));
   EXPECT_EQ(lite.ffn(0).kind, FfnKind::dense);

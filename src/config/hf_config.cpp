@@ -688,12 +688,10 @@ ModelConfig map_gpt_oss(JsonReader& r) {
 
 // LFM2 (Liquid AI): gated short convolutions ("conv" layers: in_proj's rows B, C, x; a
 // depthwise conv of conv_L_cache taps; out_proj) and GQA attention with QK-norm per head
-// ("full_attention"), each followed by a SwiGLU MLP (w1, w3, w2). The MLP's width is
-// block_ff_dim (or intermediate_size) adjusted as Lfm2MLP does: 2/3 of it, then times
-// block_ffn_dim_multiplier and rounded up to block_multiple_of. Plain RMSNorm gains (norm_eps);
-// tied embeddings unless tie_embedding / tie_word_embeddings say otherwise; RoPE theta from
-// rope_theta or theta (1e6).
-ModelConfig map_lfm2(JsonReader& r) {
+// ("full_attention"), each followed by a SwiGLU MLP (w1, w3, w2). Plain RMSNorm gains
+// (norm_eps); tied embeddings unless tie_embedding / tie_word_embeddings say otherwise; RoPE
+// theta from rope_theta or theta (1e6). The layers and their mixers; the FFNs are the caller's.
+ModelConfig read_lfm2_layers(JsonReader& r, std::vector<bool>& full) {
   ModelConfig c;
   c.d_model = required_int(r, "hidden_size");
   c.vocab_size = required_int(r, "vocab_size");
@@ -709,7 +707,7 @@ ModelConfig map_lfm2(JsonReader& r) {
   if (r.boolean_or("conv_bias", false)) r.fail("conv_bias", "biases on the short convolution are not supported (expected false)");
   c.mixers.push_back({"attention", attention});
   c.mixers.push_back({"conv", conv});
-  std::vector<bool> full(L, true);
+  full.assign(size_t(L), true);
   if (r.has("layer_types")) {
     full = read_layer_types(r, L, "full_attention", "conv", [](int) { return true; });
   } else if (r.has("full_attn_idxs")) {
@@ -719,6 +717,14 @@ ModelConfig map_lfm2(JsonReader& r) {
       full[size_t(i)] = true;
     }
   }
+  return c;
+}
+
+// LFM2's MLP width is block_ff_dim (or intermediate_size) adjusted as Lfm2MLP does: 2/3 of it,
+// then times block_ffn_dim_multiplier and rounded up to block_multiple_of.
+ModelConfig map_lfm2(JsonReader& r) {
+  std::vector<bool> full;
+  ModelConfig c = read_lfm2_layers(r, full);
   int64_t hidden = r.has("block_ff_dim") ? required_int(r, "block_ff_dim") : required_int(r, "intermediate_size");
   if (r.boolean_or("block_auto_adjust_ff_dim", true)) {
     hidden = 2 * hidden / 3;
@@ -730,7 +736,27 @@ ModelConfig map_lfm2(JsonReader& r) {
   }
   if (hidden < 1 || hidden > kMaxWidth) r.fail("block_ff_dim", "the MLP width comes to " + std::to_string(hidden));
   c.ffns.push_back({"dense", dense_ffn(int(hidden), Activation::swiglu)});
-  schedule(c, L, [&](int i) { return std::pair{std::string(full[size_t(i)] ? "attention" : "conv"), std::string("dense")}; });
+  schedule(c, int(full.size()), [&](int i) { return std::pair{std::string(full[size_t(i)] ? "attention" : "conv"), std::string("dense")}; });
+  return c;
+}
+
+// LFM2-MoE: LFM2's layers; the first num_dense_layers keep an MLP of intermediate_size, the
+// rest route: sigmoid scores, the top-k chosen by score + expert_bias (use_expert_bias), their
+// scores renormalised (norm_topk_prob) and scaled by routed_scaling_factor.
+ModelConfig map_lfm2_moe(JsonReader& r) {
+  std::vector<bool> full;
+  ModelConfig c = read_lfm2_layers(r, full);
+  const int L = int(full.size()), dense = r.integer_or("num_dense_layers", 2, 0, L);
+  FfnSpec moe = routed_ffn(r, "num_experts", "moe_intermediate_size", Activation::swiglu);
+  moe.score = RouterScore::sigmoid;
+  moe.gates = r.boolean_or("norm_topk_prob", true) ? GateNorm::normalize : GateNorm::none;
+  moe.balance_bias = r.boolean_or("use_expert_bias", true);
+  moe.routed_scale = r.number_or("routed_scaling_factor", 1.0, 0.0, 1e6);
+  c.ffns.push_back({"moe", moe});
+  if (dense > 0) c.ffns.push_back({"dense", dense_ffn(required_int(r, "intermediate_size"), Activation::swiglu)});
+  schedule(c, L, [&](int i) {
+    return std::pair{std::string(full[size_t(i)] ? "attention" : "conv"), std::string(i < dense ? "dense" : "moe")};
+  });
   return c;
 }
 
@@ -748,7 +774,7 @@ const std::vector<std::pair<std::string, Mapper>>& families() {
       {"granite", map_granite},     {"granitemoe", map_granitemoe},   {"exaone4", map_exaone4},
       {"granitemoehybrid", map_granitemoehybrid},
       {"gpt_oss", map_gpt_oss},     {"phi3", map_phi3},               {"smollm3", map_smollm3},
-      {"lfm2", map_lfm2},
+      {"lfm2", map_lfm2},           {"lfm2_moe", map_lfm2_moe},
   };
   return list;
 }

@@ -127,14 +127,15 @@ std::vector<ElementRun> HfCheckpoint::runs(const TensorInfo& t) const {
   if (layer >= 0) return layer_runs(layer, rel, t);
   if (t.name == "embed") return whole(prefix_ + "embed_tokens.weight", t.shape);
   if (t.name == "lm_head") return whole(head_name_, t.shape);
-  if (t.name == "final_norm") return whole(prefix_ + (model_type_ == "lfm2" ? "embedding_norm.weight" : "norm.weight"), t.shape);
+  if (t.name == "final_norm")
+    return whole(prefix_ + (model_type_.rfind("lfm2", 0) == 0 ? "embedding_norm.weight" : "norm.weight"), t.shape);
   throw IoError(dir_ + ": tensor " + t.name + " has no Hugging Face source for model_type " + model_type_);
 }
 
 std::vector<ElementRun> HfCheckpoint::layer_runs(int layer, const std::string& rel, const TensorInfo& t) const {
   const std::string p = prefix_ + "layers." + num(layer) + ".";
   const bool gemma = is_gemma(model_type_);
-  if (model_type_ == "lfm2") return lfm2_runs(layer, p, rel, t);
+  if (model_type_ == "lfm2" || model_type_ == "lfm2_moe") return lfm2_runs(layer, p, rel, t);
   if (rel == "attn_norm") return whole(p + "input_layernorm.weight", t.shape);
   if (rel == "ffn_norm") return whole(p + (gemma ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight"), t.shape);
   if (rel == "attn_post_norm") return whole(p + "post_attention_layernorm.weight", t.shape);
@@ -280,6 +281,8 @@ std::vector<ElementRun> HfCheckpoint::gdn_runs(const std::string& p, const std::
 // LFM2: operator_norm and ffn_norm; attention as Llama's with out_proj and q_layernorm /
 // k_layernorm; the short convolution's in_proj [3d, d] holds the rows of B, C, x in that order,
 // conv.weight [d, 1, K] its taps; the MLP is feed_forward.w1 (gate), w3 (up), w2 (down).
+// LFM2-MoE's routed layers: feed_forward.gate (the router), expert_bias (selection only), the
+// experts as Mixtral names them (experts.{e}.w1 / w3 / w2) or stacked (transformers 5).
 std::vector<ElementRun> HfCheckpoint::lfm2_runs(int layer, const std::string& p, const std::string& rel,
                                                 const TensorInfo& t) const {
   const int64_t d = config_.d_model;
@@ -288,6 +291,8 @@ std::vector<ElementRun> HfCheckpoint::lfm2_runs(int layer, const std::string& p,
   if (rel == "ffn.w_gate") return whole(p + "feed_forward.w1.weight", t.shape);
   if (rel == "ffn.w_up") return whole(p + "feed_forward.w3.weight", t.shape);
   if (rel == "ffn.w_down") return whole(p + "feed_forward.w2.weight", t.shape);
+  if (rel == "ffn.balance_bias") return whole(p + "feed_forward.expert_bias", t.shape);  // LFM2-MoE
+  if (rel.rfind("ffn.", 0) == 0) return ffn_runs(p + "feed_forward.", rel.substr(4), t, config_.ffn(layer));
   const MixerSpec& m = config_.mixer(layer);
   if (m.kind == MixerKind::short_conv) {
     if (rel == "attn.w_b" || rel == "attn.w_c" || rel == "attn.w_x")
@@ -318,7 +323,7 @@ std::vector<ElementRun> HfCheckpoint::gate_or_up(const std::string& name, const 
 // and [E, x, h] down_proj), and shared experts.
 std::vector<ElementRun> HfCheckpoint::ffn_runs(const std::string& p, const std::string& rel, const TensorInfo& t,
                                                const FfnSpec& f) const {
-  const bool mixtral = model_type_ == "mixtral";
+  const bool mixtral = model_type_ == "mixtral" || model_type_ == "lfm2_moe";  // experts.{e}.w1 / w3 / w2
   auto mlp = [&](const std::string& q, const std::string& w, const Shape& shape) -> std::vector<ElementRun> {
     const int64_t hidden = w == "w_down" ? shape[1] : shape[0], in = w == "w_down" ? shape[0] : shape[1];
     if (w == "w_down") return whole(q + "down_proj.weight", shape);

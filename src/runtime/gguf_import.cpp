@@ -29,7 +29,7 @@ const std::vector<std::pair<std::string, std::string>>& architectures() {
       {"phi3", "phi3"}, {"smollm3", "smollm3"}, {"gemma", "gemma"}, {"olmo2", "olmo2"},
       {"granite", "granite"}, {"granitemoe", "granitemoe"}, {"exaone4", "exaone4"},
       {"qwen3next", "qwen3_next"}, {"qwen35", "qwen3_5_text"}, {"qwen35moe", "qwen3_5_moe_text"},
-      {"lfm2", "lfm2"},
+      {"lfm2", "lfm2"}, {"lfm2moe", "lfm2_moe"},
   };
   return list;
 }
@@ -313,6 +313,16 @@ void lfm2_config(const GgufFile& f, const std::string& a, Json& hf) {
   hf["conv_L_cache"] = f.integer(a + "shortconv.l_cache");
   hf["block_auto_adjust_ff_dim"] = false;
   if (auto eps = f.number_or_none(a + "attention.layer_norm_rms_epsilon")) hf["norm_eps"] = *eps;
+  if (a != "lfm2moe.") return;
+  // LFM2-MoE: sigmoid routing (expert_gating_func 2), the chosen weights renormalised and scaled
+  // by expert_weights_scale where set; the selection biases are exp_probs_b.
+  const int64_t dense = f.integer_or_none(a + "leading_dense_block_count").value_or(0);
+  if (const int64_t gating = f.integer_or_none(a + "expert_gating_func").value_or(2); gating != 2)
+    throw IoError(f.path() + ": metadata " + a + "expert_gating_func = " + num(gating) + ": LFM2-MoE routes by sigmoid (2)");
+  hf["num_dense_layers"] = dense;
+  hf["norm_topk_prob"] = true;
+  if (auto scale = f.number_or_none(a + "expert_weights_scale"); scale && *scale != 0.0) hf["routed_scaling_factor"] = *scale;
+  hf["use_expert_bias"] = f.find("blk." + num(dense) + ".exp_probs_b.bias") != nullptr;
 }
 
 // Qwen3-Next and Qwen3.5 (qwen3next, qwen35, qwen35moe): the Gated DeltaNet widths under
@@ -394,7 +404,7 @@ GgufModel::GgufModel(const std::string& path) : file_(path) {
   auto copy_num = [&](const std::string& key, const char* hf) {
     if (auto v = file_.number_or_none(a + key)) hf_[hf] = *v;
   };
-  if (arch_ == "lfm2") lfm2_config(file_, a, hf_);
+  if (arch_ == "lfm2" || arch_ == "lfm2moe") lfm2_config(file_, a, hf_);
   else copy_int("attention.head_count_kv", "num_key_value_heads");
   copy_int("attention.key_length", "head_dim");
   copy_int("feed_forward_length", "intermediate_size");
@@ -640,7 +650,7 @@ std::optional<std::vector<ElementRun>> GgufModel::qwen_hybrid_runs(int layer, co
 // layer's shortconv.in_proj [3d, d] holds the rows of B, C, x, shortconv.conv [d, K] its taps,
 // shortconv.out_proj its output projection. Attention is NEOX-style: no permutation.
 std::optional<std::vector<ElementRun>> GgufModel::lfm2_runs(int layer, const std::string& rel, const TensorInfo& t) const {
-  if (arch_ != "lfm2") return std::nullopt;
+  if (arch_ != "lfm2" && arch_ != "lfm2moe") return std::nullopt;
   if (layer < 0) {
     if (rel != "final_norm") return std::nullopt;
     return std::vector<ElementRun>{rows(source("token_embd_norm.weight", t.shape), 0, 1)};
@@ -652,7 +662,7 @@ std::optional<std::vector<ElementRun>> GgufModel::lfm2_runs(int layer, const std
     return std::vector<ElementRun>{rows(source(blk + "in_proj.weight", {3 * d, d}), rel == "attn.w_b" ? 0 : rel == "attn.w_c" ? d : 2 * d, d)};
   if (rel == "attn.conv") return std::vector<ElementRun>{rows(source(blk + "conv.weight", t.shape), 0, d)};
   if (rel == "attn.wo") return std::vector<ElementRun>{rows(source(blk + "out_proj.weight", t.shape), 0, d)};
-  throw IoError(file_.path() + ": tensor " + t.name + " has no GGUF counterpart for architecture lfm2");
+  throw IoError(file_.path() + ": tensor " + t.name + " has no GGUF counterpart for architecture " + arch_);
 }
 
 std::vector<ElementRun> GgufModel::runs(const TensorInfo& t) const {
