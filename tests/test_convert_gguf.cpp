@@ -635,7 +635,8 @@ TEST(ConvertGguf, Lfm2MoeSigmoidRoutingMatchesHfForward) {
   HfModel m = make_lfm2_moe();
   write_lfm2_gguf(m, dir / "m.gguf");
   expect_converted_matches(m, dir);
-  const FfnSpec& f = GgufModel(dir / "m.gguf").config().ffn(1);
+  const GgufModel model(dir / "m.gguf");
+  const FfnSpec& f = model.config().ffn(1);
   EXPECT_EQ(f.score, RouterScore::sigmoid);
   EXPECT_TRUE(f.balance_bias);
   EXPECT_DOUBLE_EQ(f.routed_scale, 2.5);
