@@ -614,6 +614,23 @@ class HfOracle {
     return c_.value(key, fallback);
   }
 
+  // Layer i's depthwise causal conv (PyTorch Conv1d, padding K - 1, cut to the sequence) after
+  // `x` joins its inputs: y[ch] = sum_j w[ch][j] x_{t-(K-1)+j}[ch], zeros before the first token.
+  Vec causal_conv(int i, const Vec& x, const std::vector<float>& w, int K) {
+    std::vector<Vec>& past = conv_[i];
+    past.push_back(x);
+    Vec y(x.size());
+    for (size_t ch = 0; ch < x.size(); ++ch) {
+      double acc = 0;
+      for (int j = 0; j < K; ++j) {
+        const int64_t t = int64_t(past.size()) - K + j;
+        if (t >= 0) acc += double(w[ch * size_t(K) + size_t(j)]) * past[size_t(t)][ch];
+      }
+      y[ch] = float(acc);
+    }
+    return y;
+  }
+
   // Gated DeltaNet as transformers' Qwen3NextGatedDeltaNet / Qwen3_5GatedDeltaNet with its torch
   // recurrence (torch_recurrent_gated_delta_rule): a causal depthwise conv and SiLU over [q, k, v],
   // q and k L2-normalised (eps 1e-6), q scaled by 1 / sqrt(d_k); per value head h, reading key
@@ -639,19 +656,8 @@ class HfOracle {
         for (int e = 0; e < r; ++e) b[size_t(g * r + e)] = ba[size_t(g * 2 * r + e)], a[size_t(g * r + e)] = ba[size_t(g * 2 * r + r + e)];
       }
     }
-    // The conv over this token and the K - 1 before it (zeros before the first).
-    std::vector<Vec>& past = conv_[i];
-    past.push_back(mixed);
-    const std::vector<float>& w = m_.at(p + "conv1d.weight");
-    Vec c(static_cast<size_t>(channels));
-    for (int ch = 0; ch < channels; ++ch) {
-      double acc = 0;
-      for (int j = 0; j < K; ++j) {
-        const int64_t t = int64_t(past.size()) - K + j;
-        if (t >= 0) acc += double(w[size_t(ch * K + j)]) * past[size_t(t)][size_t(ch)];
-      }
-      c[size_t(ch)] = silu(float(acc));
-    }
+    Vec c = causal_conv(i, mixed, m_.at(p + "conv1d.weight"), K);
+    for (float& v : c) v = silu(v);
     auto l2 = [](float* v, int n) {
       double ss = 0;
       for (int e = 0; e < n; ++e) ss += double(v[e]) * v[e];
@@ -694,19 +700,8 @@ class HfOracle {
     const Vec bcx = proj(p + "in_proj", 3 * kD, kD, x);
     Vec bx(static_cast<size_t>(kD));
     for (int ch = 0; ch < kD; ++ch) bx[size_t(ch)] = bcx[size_t(ch)] * bcx[size_t(2 * kD + ch)];
-    std::vector<Vec>& past = conv_[i];
-    past.push_back(bx);
-    const std::vector<float>& w = m_.at(p + "conv.weight");
-    const int K = kConvTaps;
-    Vec y(static_cast<size_t>(kD));
-    for (int ch = 0; ch < kD; ++ch) {
-      double acc = 0;
-      for (int j = 0; j < K; ++j) {
-        const int64_t t = int64_t(past.size()) - K + j;
-        if (t >= 0) acc += double(w[size_t(ch * K + j)]) * past[size_t(t)][size_t(ch)];
-      }
-      y[size_t(ch)] = float(acc) * bcx[size_t(kD + ch)];
-    }
+    Vec y = causal_conv(i, bx, m_.at(p + "conv.weight"), kConvTaps);
+    for (int ch = 0; ch < kD; ++ch) y[size_t(ch)] *= bcx[size_t(kD + ch)];
     return proj(p + "out_proj", kD, kD, y);
   }
 
