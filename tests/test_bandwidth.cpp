@@ -38,6 +38,22 @@ TEST(Bandwidth, EveryThreadReadsItsWholePart) {
   }
 }
 
+TEST(Bandwidth, AProbeKeptBetweenPassesReadsItsWholeBufferEachTime) {
+  for (int threads : {1, 2, 3}) {
+    const size_t bytes = (size_t(4) << 20) + 192;
+    kernels::ReadProbe probe(bytes, threads);
+    const size_t part = bytes / size_t(threads) / 64 * 64;
+    uint64_t expected = 0;
+    for (int t = 0; t < threads; ++t) expected += uint64_t(t + 1) * 0x0101010101010101ull * (part / 8);
+    for (int pass = 0; pass < 3; ++pass) {
+      EXPECT_GT(probe.pass(), 0);
+      EXPECT_EQ(probe.checksum(), expected) << threads << " threads, pass " << pass;
+    }
+  }
+  EXPECT_THROW(kernels::ReadProbe(1 << 20, 0), std::invalid_argument);
+  EXPECT_THROW(kernels::ReadProbe(100, 2), std::invalid_argument);
+}
+
 TEST(Bandwidth, BadOptionsAreRefused) {
   EXPECT_THROW(kernels::measure_read_bandwidth({.bytes = 1 << 20, .threads = 0}), std::invalid_argument);
   EXPECT_THROW(kernels::measure_read_bandwidth({.bytes = 1 << 20, .threads = 1, .passes = 0}), std::invalid_argument);

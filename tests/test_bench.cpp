@@ -2,6 +2,7 @@
 // a run's statistics follow from its samples, its bytes per token from the model's stats.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -51,9 +52,27 @@ TEST(Bench, RunOnTheShippedModel) {
   EXPECT_GT(tg.bytes.kv, 0);
   EXPECT_LT(tg.bytes.lm_head, full.lm_head);  // the pre-score read less than the whole head
   EXPECT_NEAR(tg.roofline, tg.bytes.total() * tg.avg_ts / bandwidth, 1e-12);
+  EXPECT_EQ(tg.paired_roofline, 0);  // no probe given
+  EXPECT_TRUE(tg.paired_samples.empty());
   o.lm_head_prescore = false;
   EXPECT_EQ(run_bench_test(model, {.n_gen = 4, .threads = 1}, o, bandwidth).bytes.lm_head, full.lm_head);
   EXPECT_THROW(run_bench_test(model, {.n_gen = 8, .n_depth = 4096, .threads = 1}, o, bandwidth), std::invalid_argument);
+}
+
+TEST(Bench, PairedRooflineHasOneSampleOfEachDecodeStep) {
+  auto model = open_model(kShipped);
+  BenchOptions o;
+  o.repetitions = 1;
+  kernels::ReadProbe probe(size_t(4) << 20, 1);
+  const BenchResult tg = run_bench_test(model, {.n_gen = 7, .threads = 1}, o, 10e9, &probe);
+  ASSERT_EQ(tg.paired_samples.size(), 7u);
+  for (double x : tg.paired_samples) EXPECT_TRUE(std::isfinite(x) && x > 0) << x;
+  std::vector<double> sorted = tg.paired_samples;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(tg.paired_roofline, sorted[3]);  // the median of seven
+  EXPECT_GT(tg.paired_bandwidth, 0);
+  const BenchResult pp = run_bench_test(model, {.n_prompt = 8, .threads = 1}, o, 10e9, &probe);
+  EXPECT_EQ(pp.paired_roofline, 0);  // prompt tests have no roofline
 }
 
 }  // namespace

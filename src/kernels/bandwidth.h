@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace wren::kernels {
@@ -28,6 +29,31 @@ struct Bandwidth {
   double best = 0;              // bytes per second of the fastest pass
   std::vector<double> passes;   // bytes per second of every pass
   uint64_t checksum = 0;        // sum of every word read in the last pass (keeps the reads)
+};
+
+// The probe's buffer and readers, kept so that passes can be run one at a time between other
+// work: `wren bench` pairs every decode step with a pass just before it, so that on a shared
+// host whose bandwidth moves from second to second a step is compared with the bandwidth of
+// its own moment. The readers sleep between passes (they never compete with the work timed
+// between them). Throws std::invalid_argument for threads < 1 or a buffer smaller than 64
+// bytes per thread; std::bad_alloc when the buffer cannot be had.
+class ReadProbe {
+ public:
+  ReadProbe(size_t bytes, int threads);
+  ~ReadProbe();
+  ReadProbe(const ReadProbe&) = delete;
+  ReadProbe& operator=(const ReadProbe&) = delete;
+
+  // Every thread reads its part at once; bytes per second, from the moment all start until
+  // the last one finishes.
+  double pass();
+  uint64_t checksum() const;  // sum of every word read in the last pass
+  int threads() const { return threads_; }
+
+ private:
+  struct Shared;
+  int threads_;
+  std::unique_ptr<Shared> shared_;
 };
 
 // Throws std::invalid_argument for threads < 1, passes < 1 or a buffer smaller than

@@ -1,6 +1,6 @@
 // kernels/: the read-bandwidth probe (kernels/bandwidth.h). The read loop is Highway SIMD
 // with four independent accumulators (so no add waits on the previous one) and run-time
-// dispatch; threads are started once per measurement and meet at a barrier before and after
+// dispatch; threads are started once per probe (ReadProbe) and meet at a barrier before and after
 // every pass, so a pass is timed from the moment all threads start reading until the last
 // one finishes.
 #undef HWY_TARGET_INCLUDE
@@ -57,41 +57,77 @@ uint64_t read_sum(const void* p, size_t bytes) {
   return HWY_DYNAMIC_DISPATCH(ReadSum)(static_cast<const uint64_t*>(p), bytes / 8);
 }
 
-Bandwidth measure_read_bandwidth(const BandwidthOptions& o) {
-  if (o.threads < 1) throw std::invalid_argument("bandwidth probe: threads " + std::to_string(o.threads) + ", expected >= 1");
-  if (o.passes < 1) throw std::invalid_argument("bandwidth probe: passes " + std::to_string(o.passes) + ", expected >= 1");
-  // Parts are whole cache lines; the few bytes past threads x part are not read.
-  const size_t part = o.bytes / size_t(o.threads) / 64 * 64;
-  if (part == 0) throw std::invalid_argument("bandwidth probe: " + std::to_string(o.bytes) + " bytes for " +
-                                             std::to_string(o.threads) + " threads, expected >= 64 bytes per thread");
+// The readers: thread 0 is the caller of pass(), threads 1.. live as long as the probe and
+// meet the caller at a barrier before and after every pass (and once more to stop).
+struct ReadProbe::Shared {
+  Shared(size_t part, int threads) : part(part), buffer(huge_alloc(part * size_t(threads))), sums(size_t(threads)), sync(threads) {}
+  size_t part;
   // Not initialised: no page is touched until its reader writes it. In huge pages, as the
   // packed weights decode streams are (kernels/huge_pages.h), so the roofline compares like
   // with like.
-  const HugeBuffer buffer = huge_alloc(part * size_t(o.threads));
-  Bandwidth result;
-  result.passes.resize(size_t(o.passes));
-  std::vector<uint64_t> sums(size_t(o.threads));
-  std::barrier sync(o.threads);
+  HugeBuffer buffer;
+  std::vector<uint64_t> sums;
+  std::barrier<> sync;
   std::chrono::steady_clock::time_point start;
-  auto reader = [&](int t) {
-    uint8_t* mine = buffer.get() + size_t(t) * part;
-    std::memset(mine, t + 1, part);  // first touch: the pages land where this thread runs
-    for (int p = 0; p < o.passes; ++p) {
-      sync.arrive_and_wait();
-      if (t == 0) start = std::chrono::steady_clock::now();
-      sync.arrive_and_wait();
-      sums[size_t(t)] = read_sum(mine, part);
-      sync.arrive_and_wait();
-      if (t == 0)
-        result.passes[size_t(p)] =
-            double(part) * o.threads / std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    }
-  };
+  bool stop = false;
   std::vector<std::jthread> others;
-  for (int t = 1; t < o.threads; ++t) others.emplace_back(reader, t);
-  reader(0);
-  others.clear();  // joins
-  for (uint64_t s : sums) result.checksum += s;
+
+  uint8_t* part_of(int t) { return buffer.get() + size_t(t) * part; }
+  // One pass of thread t; the caller's clock starts once every reader is at the line.
+  void read(int t) {
+    sync.arrive_and_wait();
+    if (t == 0) start = std::chrono::steady_clock::now();
+    sync.arrive_and_wait();
+    sums[size_t(t)] = read_sum(part_of(t), part);
+    sync.arrive_and_wait();
+  }
+};
+
+ReadProbe::ReadProbe(size_t bytes, int threads) : threads_(threads) {
+  if (threads < 1) throw std::invalid_argument("bandwidth probe: threads " + std::to_string(threads) + ", expected >= 1");
+  // Parts are whole cache lines; the few bytes past threads x part are not read.
+  const size_t part = bytes / size_t(threads) / 64 * 64;
+  if (part == 0) throw std::invalid_argument("bandwidth probe: " + std::to_string(bytes) + " bytes for " +
+                                             std::to_string(threads) + " threads, expected >= 64 bytes per thread");
+  shared_ = std::make_unique<Shared>(part, threads);
+  Shared& s = *shared_;
+  for (int t = 1; t < threads; ++t)
+    s.others.emplace_back([&s, t] {
+      std::memset(s.part_of(t), t + 1, s.part);  // first touch: the pages land where this thread runs
+      for (;;) {
+        s.sync.arrive_and_wait();  // a pass, or the end
+        if (s.stop) return;
+        s.read(t);
+      }
+    });
+  std::memset(s.part_of(0), 1, part);
+}
+
+ReadProbe::~ReadProbe() {
+  shared_->stop = true;
+  shared_->sync.arrive_and_wait();
+  shared_->others.clear();  // joins
+}
+
+double ReadProbe::pass() {
+  Shared& s = *shared_;
+  s.sync.arrive_and_wait();
+  s.read(0);
+  return double(s.part) * threads_ / std::chrono::duration<double>(std::chrono::steady_clock::now() - s.start).count();
+}
+
+uint64_t ReadProbe::checksum() const {
+  uint64_t sum = 0;
+  for (uint64_t x : shared_->sums) sum += x;
+  return sum;
+}
+
+Bandwidth measure_read_bandwidth(const BandwidthOptions& o) {
+  if (o.passes < 1) throw std::invalid_argument("bandwidth probe: passes " + std::to_string(o.passes) + ", expected >= 1");
+  ReadProbe probe(o.bytes, o.threads);
+  Bandwidth result;
+  for (int p = 0; p < o.passes; ++p) result.passes.push_back(probe.pass());
+  result.checksum = probe.checksum();
   result.best = *std::max_element(result.passes.begin(), result.passes.end());
   return result;
 }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <random>
 #include <stdexcept>
+#include <thread>
 
 #include "kernels/ops.h"
 #include "runtime/session.h"
@@ -43,13 +44,25 @@ struct Run {
   double seconds = 0;
   double lm_head_bytes = 0, lm_head_rescored = 0;  // summed over the decode steps
   VReads v_reads;                                   // ReLU^2 V rows read / skipped by the decode steps
+  // With a paired probe: each decode step's seconds and the probe's bytes/s just before it.
+  std::vector<double> step_seconds, step_bandwidth;
 };
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
 
 // The greedy next token, as `wren generate --temp 0` picks it.
 int32_t argmax(const std::vector<float>& v) { return kernels::argmax(v.data(), int64_t(v.size())); }
 
 // One repetition from a fresh session: the depth untimed, then the timed prompt or decode.
-Run run_once(const std::shared_ptr<const Model>& model, const BenchTest& t, const BenchOptions& o, std::mt19937_64& rng) {
+// With a probe, every decode step is timed alone after one probe pass (untimed): the pool's
+// workers are let fall asleep first (kernels/threads.h: they spin 100 us), so they do not
+// take the probe's cores.
+Run run_once(const std::shared_ptr<const Model>& model, const BenchTest& t, const BenchOptions& o, std::mt19937_64& rng,
+             kernels::ReadProbe* probe = nullptr) {
   const ModelConfig& c = model->config;
   std::uniform_int_distribution<int32_t> token(0, c.vocab_size - 1);
   auto random_tokens = [&](int n) {
@@ -75,7 +88,13 @@ Run run_once(const std::shared_ptr<const Model>& model, const BenchTest& t, cons
   const VReads before = s.v_reads();
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < t.n_gen; ++i) {
+    if (probe) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      run.step_bandwidth.push_back(probe->pass());
+    }
+    const auto step = std::chrono::steady_clock::now();
     s.decode(next, logits.data());
+    if (probe) run.step_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - step).count());
     run.lm_head_bytes += s.last_lm_head().bytes;
     run.lm_head_rescored += double(s.last_lm_head().rescored);
     next = argmax(logits);
@@ -89,7 +108,7 @@ Run run_once(const std::shared_ptr<const Model>& model, const BenchTest& t, cons
 }  // namespace
 
 BenchResult run_bench_test(const std::shared_ptr<const Model>& model, const BenchTest& t, const BenchOptions& o,
-                           double bandwidth) {
+                           double bandwidth, kernels::ReadProbe* paired) {
   const int64_t need = int64_t(t.n_depth) + t.n_prompt + t.n_gen + 1;
   if (need > model->config.context_length)
     throw std::invalid_argument(t.name() + ": " + std::to_string(need) + " tokens of context, more than the model's " +
@@ -120,6 +139,15 @@ BenchResult run_bench_test(const std::shared_ptr<const Model>& model, const Benc
     r.lm_head_rescored = last.lm_head_rescored / t.n_gen;
     r.bandwidth = bandwidth;
     r.roofline = bandwidth > 0 ? r.bytes.total() * r.avg_ts / bandwidth : 0;
+    if (paired) {
+      // roofline of step i = bytes / seconds_i / bandwidth_i; the median over the steps.
+      const Run p = run_once(model, t, o, rng, paired);
+      std::vector<double>& share = r.paired_samples;
+      share.resize(p.step_seconds.size());
+      for (size_t i = 0; i < share.size(); ++i) share[i] = r.bytes.total() / p.step_seconds[i] / p.step_bandwidth[i];
+      r.paired_roofline = median(share);
+      r.paired_bandwidth = median(p.step_bandwidth);
+    }
   }
   return r;
 }

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/bandwidth.h"
 #include "model/attention.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
@@ -51,6 +52,12 @@ struct BenchResult {
   double lm_head_rescored = 0;  // rows per token
   double bandwidth = 0;         // bytes per second
   double roofline = 0;          // bytes.total() x avg_ts / bandwidth
+  // With a paired probe: one more decode run, each step after a probe pass of its own; the
+  // median over the steps of bytes.total() / step seconds / that pass's bytes per second,
+  // and the passes' median bandwidth. On a shared host the best of a few passes taken
+  // before the tests is a bandwidth the decode may never have had.
+  double paired_roofline = 0, paired_bandwidth = 0;
+  std::vector<double> paired_samples;  // each step's share of its pass's roofline
   VReads v_reads;               // ReLU^2 V rows the last repetition's decode steps read and skipped
 };
 
@@ -58,10 +65,11 @@ struct BenchResult {
 // generation tests. Throws std::invalid_argument on a bad list (negative, or nothing to run).
 std::vector<BenchTest> bench_tests(const BenchOptions& o);
 
-// Runs one test; `bandwidth` (bytes/s at test.threads) only enters the roofline. Throws
+// Runs one test; `bandwidth` (bytes/s at test.threads) only enters the roofline, `paired`
+// (a probe of test.threads readers, or null) only the paired one. Throws
 // std::invalid_argument when depth + prompt + generated tokens exceed the model's context.
 BenchResult run_bench_test(const std::shared_ptr<const Model>& model, const BenchTest& test, const BenchOptions& o,
-                           double bandwidth);
+                           double bandwidth, kernels::ReadProbe* paired = nullptr);
 
 // The model's size as stored (bytes of every tensor in its type) and its parameter count.
 struct ModelSize {

@@ -4,8 +4,9 @@
 // each generation test reaches.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
-#include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "kernels/bandwidth.h"
@@ -25,7 +26,7 @@ struct BenchArgs {
   std::string model, output = "md", lm_head = "prescore", kv = "auto", int8_path;
   BenchOptions o;
   int probe_mib = 1024;
-  bool no_early_exit = false, no_vskip = false, no_neuron_skip = false, attention_rows = false;
+  bool no_early_exit = false, no_vskip = false, no_neuron_skip = false, attention_rows = false, no_paired = false;
   std::vector<int> parallel;  // not empty: the server's decode benchmark (serve/bench_parallel.h) instead
 };
 
@@ -50,6 +51,10 @@ nlohmann::json to_json(const BenchArgs& a, const std::string& name, const ModelS
     j["lm_head_rows_rescored"] = r.lm_head_rescored;
     j["bandwidth_bytes_per_s"] = r.bandwidth;
     j["roofline_pct"] = 100 * r.roofline;
+    if (r.paired_roofline > 0) {
+      j["paired_roofline_pct"] = 100 * r.paired_roofline;
+      j["paired_bandwidth_bytes_per_s"] = r.paired_bandwidth;
+    }
     const double v_rows = double(r.v_reads.read + r.v_reads.skipped);
     j["v_rows_skipped_pct"] = v_rows > 0 ? 100 * double(r.v_reads.skipped) / v_rows : 0.0;
     j["v_bytes_skipped_per_token"] = r.v_reads.bytes_skipped / r.test.n_gen;
@@ -87,28 +92,35 @@ void run(BenchArgs a) {
   auto model = open_model(a.model);
   const ModelSize z = model_size(*model);
   const std::string name = model->config.name;
-  std::map<int, double> bandwidth;  // per thread count, measured before the tests run
-  for (const BenchTest& t : tests)
-    if (!bandwidth.count(t.threads))
-      bandwidth[t.threads] =
-          kernels::measure_read_bandwidth({.bytes = a.o.probe_bytes, .threads = t.threads, .passes = a.o.probe_passes}).best;
+  // One probe at a time (a buffer of --probe-mib), made at the first test of its thread count
+  // (the tests come grouped by thread count): the best of its first passes is the bandwidth
+  // of every test at that count, and it pairs a pass with each step of one more decode run.
+  std::unique_ptr<kernels::ReadProbe> probe;
+  double bandwidth = 0;
   nlohmann::json all = nlohmann::json::array();
   if (a.output == "md")
-    std::printf("| model | size | params | backend | threads | test | t/s | MB/token | GB/s probe | roofline |\n"
-                "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    std::printf("| model | size | params | backend | threads | test | t/s | MB/token | GB/s probe | roofline | paired |\n"
+                "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   for (const BenchTest& t : tests) {
-    const BenchResult r = run_bench_test(model, t, a.o, bandwidth[t.threads]);
+    if (!probe || probe->threads() != t.threads) {
+      probe.reset();
+      probe = std::make_unique<kernels::ReadProbe>(a.o.probe_bytes, t.threads);
+      bandwidth = 0;
+      for (int p = 0; p < a.o.probe_passes; ++p) bandwidth = std::max(bandwidth, probe->pass());
+    }
+    const BenchResult r = run_bench_test(model, t, a.o, bandwidth, a.no_paired ? nullptr : probe.get());
     if (a.output == "json") {
       all.push_back(to_json(a, name, z, r));
       continue;
     }
     const bool tg = t.n_gen > 0;
-    std::printf("| %s | %s MiB | %s M | CPU %s %s | %d | %s | %s ± %s | %s | %s | %s |\n", name.c_str(),
+    std::printf("| %s | %s MiB | %s M | CPU %s %s | %d | %s | %s ± %s | %s | %s | %s | %s |\n", name.c_str(),
                 fixed(z.bytes / (1 << 20), 2).c_str(), fixed(z.params / 1e6, 2).c_str(), kernels::active_target(),
                 kernels::active_int8_path(),
                 t.threads, t.name().c_str(), fixed(r.avg_ts, 2).c_str(), fixed(r.stddev_ts, 2).c_str(),
-                tg ? fixed(r.bytes.total() / 1e6, 2).c_str() : "", fixed(bandwidth[t.threads] / 1e9, 1).c_str(),
-                tg ? (fixed(100 * r.roofline, 1) + "%").c_str() : "");
+                tg ? fixed(r.bytes.total() / 1e6, 2).c_str() : "", fixed(bandwidth / 1e9, 1).c_str(),
+                tg ? (fixed(100 * r.roofline, 1) + "%").c_str() : "",
+                tg && r.paired_roofline > 0 ? (fixed(100 * r.paired_roofline, 1) + "%").c_str() : "");
     std::fflush(stdout);
   }
   if (a.output == "json") std::printf("%s\n", all.dump(2).c_str());
@@ -129,6 +141,8 @@ void register_bench(CLI::App& app) {
   cmd->add_option("-o,--output", a.output, "md or json")->check(CLI::IsMember({"md", "json"}))->capture_default_str();
   cmd->add_option("--probe-mib", a.probe_mib, "buffer of the bandwidth probe (MiB)")->check(CLI::PositiveNumber)
       ->capture_default_str();
+  cmd->add_flag("--no-paired", a.no_paired, "no paired roofline (one more decode run per generation test, each step "
+                "after a probe pass of its own)");
   cmd->add_flag("--no-early-exit", a.no_early_exit, "run every layer for every prompt token");
   cmd->add_option("--chunk", a.o.prefill_chunk, "tokens per prefill chunk (0: the default)")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
