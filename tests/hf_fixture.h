@@ -292,6 +292,30 @@ inline HfModel make_granite4(const char* position) {
   return m;
 }
 
+// Granite 4.0-H: layer 0 Mamba-2 (in_proj rows z, x, B, C, dt; conv1d over x, B, C with a
+// bias; dt_bias, A_log, D; the gated norm's norm.weight; out_proj), layer 1 attention without
+// positions; the shared MLP as make_granite4's. mamba_d_head "auto": 256 / 8 heads = 32.
+constexpr int kMambaHeads = 8, kMambaState = 16, kMambaConv = 4;
+inline HfModel make_granite4h() {
+  HfModel m = make_granite4("nope");
+  m.config["layer_types"] = {"mamba", "attention"};
+  m.config["mamba_n_heads"] = kMambaHeads, m.config["mamba_d_head"] = "auto", m.config["mamba_expand"] = 1;
+  m.config["mamba_d_state"] = kMambaState, m.config["mamba_n_groups"] = 1, m.config["mamba_d_conv"] = kMambaConv;
+  m.config["mamba_conv_bias"] = true, m.config["mamba_proj_bias"] = false, m.config["mamba_chunk_size"] = 256;
+  const std::string p = "model.layers.0.";
+  for (const char* w : {"q_proj", "k_proj", "v_proj", "o_proj"}) m.tensors.erase(p + "self_attn." + w + ".weight");
+  const int channels = kD + 2 * kMambaState;
+  m.add(p + "mamba.in_proj.weight", {kD + channels + kMambaHeads, kD}, 0.08f);
+  m.add(p + "mamba.conv1d.weight", {channels, 1, kMambaConv}, 0.5f);
+  m.add(p + "mamba.conv1d.bias", {channels}, 0.2f);
+  m.add(p + "mamba.dt_bias", {kMambaHeads}, 0.5f);
+  m.add(p + "mamba.A_log", {kMambaHeads}, 0.5f);
+  m.add(p + "mamba.D", {kMambaHeads}, 0.3f, 1.0f);
+  m.add(p + "mamba.norm.weight", {kD}, 0.1f, 1.0f);
+  m.add(p + "mamba.out_proj.weight", {kD, kD}, 0.08f);
+  return m;
+}
+
 // DeepSeek-V2 with a query LoRA, MLA, one dense layer, then routed + shared experts.
 constexpr int kLora = 24, kQLora = 32, kNope = 16, kRope = 8, kV = 16;
 inline HfModel make_deepseek() {
@@ -514,6 +538,7 @@ class HfOracle {
     Vec a = type_.rfind("deepseek", 0) == 0                          ? mla(i, p + "self_attn.", x)
             : hybrid_ && c_["layer_types"][i] == "linear_attention" ? gated_deltanet(i, p + "linear_attn.", x)
             : lfm2_ && c_["layer_types"][i] == "conv"               ? short_conv(i, p + "conv.", x)
+            : type_ == "granitemoehybrid" && c_["layer_types"][i] == "mamba" ? mamba2(i, p + "mamba.", x)
                                                                     : attention(i, p + "self_attn.", x);
     if (sandwich_ || post_) norm(a.data(), kD, p + "post_attention_layernorm.weight");
     const float residual = c_.value("residual_multiplier", 1.0f);  // Granite
@@ -703,6 +728,38 @@ class HfOracle {
     Vec y = causal_conv(i, bx, m_.at(p + "conv.weight"), kConvTaps);
     for (int ch = 0; ch < kD; ++ch) y[size_t(ch)] *= bcx[size_t(kD + ch)];
     return proj(p + "out_proj", kD, kD, y);
+  }
+
+  // Granite 4.0-H's Mamba-2 as transformers' GraniteMoeHybridMambaLayer.torch_forward steps it
+  // with a cache: [z, xBC, dt] = in_proj x; xBC = SiLU(conv1d(xBC) + bias); dt = softplus(dt +
+  // dt_bias); per head S = exp(dt A) S + dt x B^T, y = S C + D x (A = -exp(A_log)); then the
+  // gated RMSNorm over all channels, norm(y * SiLU(z)) * w, and out_proj.
+  Vec mamba2(int i, const std::string& p, const Vec& x) {
+    const int H = kMambaHeads, N = kMambaState, inner = kD, P = inner / H, channels = inner + 2 * N;
+    const Vec zxbcdt = matvec(m_.at(p + "in_proj.weight"), inner + channels + H, kD, x.data());
+    const Vec xbc(zxbcdt.begin() + inner, zxbcdt.begin() + inner + channels);
+    Vec c = causal_conv(i, xbc, m_.at(p + "conv1d.weight"), kMambaConv);
+    for (int ch = 0; ch < channels; ++ch) c[size_t(ch)] = silu(c[size_t(ch)] + m_.at(p + "conv1d.bias")[size_t(ch)]);
+    std::vector<double>& S = state_[size_t(i)];
+    S.resize(size_t(H * P * N), 0.0);
+    Vec y(static_cast<size_t>(inner));
+    for (int h = 0; h < H; ++h) {
+      const double dt = std::log1p(std::exp(double(zxbcdt[size_t(inner + channels + h)]) + m_.at(p + "dt_bias")[size_t(h)]));
+      const double decay = std::exp(dt * -std::exp(double(m_.at(p + "A_log")[size_t(h)])));
+      for (int q = 0; q < P; ++q) {
+        const double xv = c[size_t(h * P + q)];
+        double acc = 0;
+        for (int n = 0; n < N; ++n) {
+          double& s = S[size_t((h * P + q) * N + n)];
+          s = decay * s + dt * xv * c[size_t(inner + n)];
+          acc += s * c[size_t(inner + N + n)];
+        }
+        y[size_t(h * P + q)] = float(acc + m_.at(p + "D")[size_t(h)] * xv);
+      }
+    }
+    for (int k = 0; k < inner; ++k) y[size_t(k)] *= silu(zxbcdt[size_t(k)]);
+    rmsnorm(y.data(), inner, m_.at(p + "norm.weight").data(), eps_, 0.0f);
+    return proj(p + "out_proj", kD, inner, y);
   }
 
   // softmax(s) . V (columns [off, off + n) of each cached value).

@@ -50,9 +50,11 @@ class PlainForward {
   std::vector<std::vector<Row>> group_max_;  // per full layer: this position's per-KV-head max scores
   std::vector<GdnState> gdn_;
   std::vector<ShortConvState> short_conv_;
+  std::vector<Mamba2State> mamba2_;
   std::vector<EngramGateState> gate_state_;
   GdnScratch gdn_scratch_;
   ShortConvScratch short_conv_scratch_;
+  Mamba2Scratch mamba2_scratch_;
   MhcScratch mhc_scratch_;
   EngramGateScratch gate_scratch_;
   FfnScratch ffn_;
@@ -73,6 +75,7 @@ class PlainForward {
     group_max_.assign(size_t(L), {});
     gdn_.assign(size_t(L), {});
     short_conv_.assign(size_t(L), {});
+    mamba2_.assign(size_t(L), {});
     gate_state_.assign(size_t(L), {});
     for (int i = 0; i < L; ++i) {
       const MixerSpec& mx = c_.mixer(i);
@@ -83,6 +86,10 @@ class PlainForward {
       if (mx.kind == MixerKind::short_conv) {
         short_conv_[size_t(i)].init(mx, d_);
         short_conv_scratch_.reserve(mx, d_, 1);
+      }
+      if (mx.kind == MixerKind::mamba2) {
+        mamba2_[size_t(i)].init(mx);
+        mamba2_scratch_.reserve(mx, 1);
       }
       if (m_.layers[size_t(i)].engram_hasher) gate_state_[size_t(i)].init(streams_, d_, c_.engram->conv_kernel);
     }
@@ -202,6 +209,9 @@ class PlainForward {
         return;
       case MixerKind::short_conv:  // token by token (tests/hf_fixture.h checks it against LFM2's own forward)
         short_conv_decode(w.short_conv, mx, xn_.data(), short_conv_[size_t(i)], short_conv_scratch_, out_.data(), nullptr);
+        return;
+      case MixerKind::mamba2:  // token by token (the trainer's chunked form and tests/hf_fixture.h check it)
+        mamba2_decode(w.mamba2, mx, c_, xn_.data(), mamba2_[size_t(i)], mamba2_scratch_, out_.data(), nullptr);
         return;
       case MixerKind::mla:
         if (own) inputs_[size_t(i)].push_back(xn_);

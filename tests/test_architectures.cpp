@@ -74,6 +74,15 @@ const char* kTinyConfigs[][2] = {
                          "rope": {"theta": 1000000}}},
       "ffns": {"f": {"kind": "dense", "activation": "swiglu", "hidden": 64}},
       "layers": [{"mixer": "conv", "ffn": "f"}, {"mixer": "att", "ffn": "f"}, {"mixer": "conv", "ffn": "f"}]})"},
+    // Granite 4.0-H's shape: Mamba-2 layers (two groups of B and C here) around attention
+    // without positions; a Mamba-2 layer last. (Granite's multipliers: tests/train.)
+    {"granite4h-tiny", R"({"name": "granite4h-tiny", "d_model": 48, "vocab_size": 300, "context_length": 512,
+      "tie_embeddings": true,
+      "mixers": {"ssm": {"kind": "mamba2", "n_heads": 6, "n_kv_heads": 2, "head_dim": 16, "state_dim": 8,
+                         "conv_kernel": 4, "conv_bias": true},
+                 "att": {"kind": "attention", "n_heads": 4, "n_kv_heads": 2, "head_dim": 12, "scale": 0.015625}},
+      "ffns": {"f": {"kind": "dense", "activation": "swiglu", "hidden": 64}},
+      "layers": [{"mixer": "ssm", "ffn": "f"}, {"mixer": "att", "ffn": "f"}, {"mixer": "ssm", "ffn": "f"}]})"},
 };
 
 ModelConfig config_named(const std::string& name) {
@@ -307,7 +316,8 @@ TEST_P(Architecture, ExtendingAPromptContinuesFromTheSessionsState) {
 
 INSTANTIATE_TEST_SUITE_P(Engine, Architecture,
                          ::testing::Values("embla-mini", "nenya-mini", "llama-tiny", "olmoe-tiny", "deepseek-tiny", "gemma-tiny",
-                                           "qwen3next-tiny", "gdn-last-tiny", "lfm2-tiny"),
+                                           "qwen3next-tiny", "gdn-last-tiny", "lfm2-tiny",
+                                           "granite4h-tiny"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (char& ch : s) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';

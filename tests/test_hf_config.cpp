@@ -344,8 +344,8 @@ TEST(HfConfigMapping, GraniteMultipliers) {
   EXPECT_NE(import_error(bad).find("residual_multiplier"), std::string::npos) << import_error(bad);
 }
 
-// Granite 4 without Mamba layers (micro: every layer attention, RoPE, the shared MLP only); a
-// hybrid's Mamba-2 layers and routed experts are refused naming the field.
+// Granite 4 without Mamba layers (micro: every layer attention, RoPE, the shared MLP only);
+// routed experts are refused naming the field.
 TEST(HfConfigMapping, Granite4AttentionOnly) {
   ModelConfig c = load_hf_config(fixture("granite-4.0-micro"));
   EXPECT_EQ(c.ffn(0).kind, FfnKind::dense);
@@ -356,11 +356,35 @@ TEST(HfConfigMapping, Granite4AttentionOnly) {
   Json j = fixture_json("granite-4.0-micro");
   j["position_embedding_type"] = "nope";
   EXPECT_FALSE(import_hf_config(j, "g4.json").mixer(0).rope.has_value());
-  j["layer_types"][3] = "mamba";
-  EXPECT_NE(import_error(j).find("layer_types"), std::string::npos) << import_error(j);
   j = fixture_json("granite-4.0-micro");
   j["num_local_experts"] = 64;
   EXPECT_NE(import_error(j).find("num_local_experts"), std::string::npos) << import_error(j);
+}
+
+// Granite 4.0-H: "mamba" layers become Mamba-2 mixers of mamba_n_heads x mamba_d_head channels
+// (mamba_expand x hidden_size, "auto" dividing it), which must agree; one group only.
+TEST(HfConfigMapping, Granite4HybridMamba2Layers) {
+  Json j = fixture_json("granite-4.0-micro");  // hidden 2560, mamba_n_heads 128, mamba_d_head 64
+  j["position_embedding_type"] = "nope";
+  for (int i = 0; i < 40; ++i) j["layer_types"][size_t(i)] = i % 10 == 9 ? "attention" : "mamba";
+  EXPECT_NE(import_error(j).find("mamba_d_head"), std::string::npos) << import_error(j);  // 128 x 64 != 2 x 2560
+  j["mamba_d_head"] = 40;
+  const ModelConfig c = import_hf_config(j, "g4h.json");
+  for (int i = 0; i < 40; ++i) EXPECT_EQ(c.mixer(i).kind, i % 10 == 9 ? MixerKind::attention : MixerKind::mamba2) << i;
+  const MixerSpec& m = c.mixer(0);
+  EXPECT_EQ(m.n_heads, 128);
+  EXPECT_EQ(m.head_dim, 40);
+  EXPECT_EQ(m.state_dim, 256);
+  EXPECT_EQ(m.ssm_groups(), 1);
+  EXPECT_EQ(m.conv_kernel, 4);
+  EXPECT_TRUE(m.conv_bias);
+  EXPECT_FALSE(c.mixer(9).rope.has_value());
+  j["mamba_d_head"] = "auto";
+  EXPECT_EQ(import_hf_config(j, "g4h.json").mixer(0).head_dim, 40);
+  j["mamba_n_groups"] = 2;
+  EXPECT_NE(import_error(j).find("mamba_n_groups"), std::string::npos) << import_error(j);
+  j["mamba_n_groups"] = 1, j["mamba_proj_bias"] = true;
+  EXPECT_NE(import_error(j).find("mamba_proj_bias"), std::string::npos) << import_error(j);
 }
 
 TEST(HfConfigMapping, Qwen3NextHybrid) {

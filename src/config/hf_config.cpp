@@ -588,16 +588,44 @@ ModelConfig map_granitemoe(JsonReader& r) {
   return c;
 }
 
-// Granite 4 (granitemoehybrid) with attention layers only and no routed experts (the
-// granite-4.0 micro, 1b and 350m models): Granite's multipliers, the MLP is shared_mlp of
-// shared_intermediate_size, and attention rotates only with position_embedding_type "rope"
-// (the default, as the hybrid models' attention, is "nope"). Mamba-2 layers are refused.
+// Mamba-2's widths under transformers' names (GraniteMoeHybridConfig, BambaConfig). Its gated
+// norm is over all h P channels in transformers and over each group's in mamba_ssm and
+// llama.cpp: the two agree for one group, the only count these models use.
+MixerSpec read_mamba2(JsonReader& r, const ModelConfig& c) {
+  MixerSpec m;
+  m.kind = MixerKind::mamba2;
+  m.n_heads = r.integer_or("mamba_n_heads", 128, 1, 1 << 16);
+  const int expand = r.integer_or("mamba_expand", 2, 1, 64);
+  const int64_t inner = int64_t(expand) * c.d_model;
+  if (r.has("mamba_d_head") && r.raw("mamba_d_head").is_string()) {
+    if (r.string("mamba_d_head") != "auto") r.fail("mamba_d_head", "expected a width or \"auto\"");
+    m.head_dim = int(inner / m.n_heads);
+  } else {
+    m.head_dim = r.integer_or("mamba_d_head", int(inner / m.n_heads), 1, 1 << 16);
+  }
+  if (int64_t(m.n_heads) * m.head_dim != inner)
+    r.fail("mamba_d_head", std::to_string(m.n_heads) + " heads of " + std::to_string(m.head_dim) +
+                               " are not mamba_expand x hidden_size = " + std::to_string(inner) + " channels");
+  m.n_kv_heads = r.integer_or("mamba_n_groups", 1, 1, 1 << 16);
+  if (m.n_kv_heads != 1) r.fail("mamba_n_groups", "only 1 group is supported (the gated norm's groups differ between transformers and llama.cpp)");
+  m.state_dim = r.integer_or("mamba_d_state", 256, 1, 1 << 16);
+  m.conv_kernel = r.integer_or("mamba_d_conv", 4, 1, 64);
+  m.conv_bias = r.boolean_or("mamba_conv_bias", true);
+  if (r.boolean_or("mamba_proj_bias", false)) r.fail("mamba_proj_bias", "biases on Mamba-2's projections are not supported");
+  return m;
+}
+
+// Granite 4 (granitemoehybrid): Granite's multipliers over layers of attention or Mamba-2
+// (layer_types), each with the MLP shared_mlp of shared_intermediate_size; attention rotates
+// only with position_embedding_type "rope" (the default, as the hybrid models' attention, is
+// "nope"). Mamba-2: mamba_n_heads heads of mamba_d_head ("auto": mamba_expand d_model / heads)
+// over mamba_expand d_model channels, mamba_n_groups groups of B and C of mamba_d_state,
+// mamba_d_conv taps with mamba_conv_bias. Routed experts are refused.
 ModelConfig map_granitemoehybrid(JsonReader& r) {
   ModelConfig c = read_model(r, false, 1e-6);
   const int L = required_int(r, "num_hidden_layers", 1, kMaxLayers);
   const std::vector<bool> attention = read_layer_types(r, L, "attention", "mamba", [](int) { return false; });
-  if (!r.has("layer_types") || std::find(attention.begin(), attention.end(), false) != attention.end())
-    r.fail("layer_types", "Granite 4's Mamba-2 layers are not supported: expected " + std::to_string(L) + " \"attention\" layers");
+  if (!r.has("layer_types")) r.fail("layer_types", "expected the list of \"attention\" and \"mamba\" layers");
   if (r.integer_or("num_local_experts", 0, 0) > 0)
     r.fail("num_local_experts", "Granite 4's routed experts are not supported (expected 0: the shared MLP alone)");
   MixerSpec m = read_attention(r, c, 10000.0);
@@ -606,8 +634,9 @@ ModelConfig map_granitemoehybrid(JsonReader& r) {
   if (position == "nope") m.rope.reset();
   else if (position != "rope") r.fail("position_embedding_type", "expected \"rope\" or \"nope\", got \"" + position + "\"");
   c.mixers.push_back({"attention", m});
+  if (std::find(attention.begin(), attention.end(), false) != attention.end()) c.mixers.push_back({"mamba2", read_mamba2(r, c)});
   c.ffns.push_back({"dense", dense_ffn(required_int(r, "shared_intermediate_size"), read_activation(r, "hidden_act", "silu"))});
-  schedule(c, L, [](int) { return std::pair{std::string("attention"), std::string("dense")}; });
+  schedule(c, L, [&](int i) { return std::pair{std::string(attention[size_t(i)] ? "attention" : "mamba2"), std::string("dense")}; });
   read_granite_multipliers(r, c);
   return c;
 }

@@ -6,7 +6,8 @@
 // - norms: 1 (0 with unit_offset gains); biases, sinks and balancing biases: 0;
 // - attention-residual pseudo-queries: 0, so the first mix is uniform (Kimi);
 // - GDN: A = U(1, 16) stored as log; decay bias = softplus^-1(dt), dt log-uniform in
-//   [1e-3, 0.1] (Gated DeltaNet's reference init); short convs N(0, 1/K).
+//   [1e-3, 0.1] (Gated DeltaNet's reference init, and Mamba-2's for its A and dt); Mamba-2's
+//   skip D: 1; short convs N(0, 1/K).
 #include "config/init_rule.h"
 
 #include <cmath>
@@ -39,6 +40,7 @@ InitRule init_rule(const ModelConfig& c, const TensorInfo& t) {
     case TensorRole::vector:
       if (ends_with(n, "a_log")) return {InitKind::uniform_log, 0, 0, 1.0, 16.0};
       if (ends_with(n, "decay_bias")) return {InitKind::inv_softplus, 0, 0, 1e-3, 0.1};
+      if (ends_with(n, "d_skip")) return {InitKind::constant, 0, 1.0};  // Mamba-2's D: the input passes through
       if (n.find("_mhc.bias") != std::string::npos) return {InitKind::mhc_bias};
       if (n.find("_mhc.alpha") != std::string::npos) return {InitKind::constant, 0, 0.01};
       r.kind = InitKind::constant;  // biases, sinks, pseudo-queries

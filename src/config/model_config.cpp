@@ -35,7 +35,7 @@ int ModelConfig::cache_owner(int layer) const {
 
 bool ModelConfig::has_cache(int layer) const {
   return layers.at(layer).kv.kind != KvSourceKind::reuse && mixer(layer).kind != MixerKind::sparse_reuse &&
-         mixer(layer).kind != MixerKind::short_conv;
+         mixer(layer).kind != MixerKind::short_conv && mixer(layer).kind != MixerKind::mamba2;
 }
 
 bool ModelConfig::fills_own_cache(int layer) const {
@@ -55,7 +55,7 @@ int ModelConfig::prefill_exit_layer() const {
     for (int j = e; j < n_layers() && ok; ++j) {
       const MixerSpec& m = mixer(j);
       const KvSource& kv = layers[j].kv;
-      if (m.kind == MixerKind::gdn || m.kind == MixerKind::gdn2 || m.kind == MixerKind::short_conv) ok = false;  // state needs every token
+      if (is_recurrent(m.kind)) ok = false;  // state needs every token
       else if (j > e && layers_with_gated_engram(*this, j)) ok = false;              // its conv needs every token
       else if (!has_cache(j)) continue;                                               // reads another layer's cache
       else if (kv.kind == KvSourceKind::bridge) ok = kv.layer <= e;                   // mixed from layers < kv.layer
@@ -92,6 +92,7 @@ const char* to_string(MixerKind k) {
     case MixerKind::gdn: return "gdn";
     case MixerKind::gdn2: return "gdn2";
     case MixerKind::short_conv: return "short_conv";
+    case MixerKind::mamba2: return "mamba2";
   }
   return "?";
 }

@@ -23,7 +23,14 @@ enum class MixerKind {
   gdn,              // Gated DeltaNet: scalar decay and beta per head
   gdn2,             // Gated DeltaNet-2: per-key-channel decay and erase, per-value-channel write
   short_conv,       // gated short convolution (LFM2): y = W_o (c * conv(b * x~)), [b, c, x~] = W x
+  mamba2,           // Mamba-2 (SSD): per head S = exp(dt A) S + dt x B^T, y = S C + D x, then a gated RMSNorm
 };
+
+// Mixers whose memory is a state carried from token to token (no cache of past keys): every
+// token runs them, in order.
+inline bool is_recurrent(MixerKind k) {
+  return k == MixerKind::gdn || k == MixerKind::gdn2 || k == MixerKind::short_conv || k == MixerKind::mamba2;
+}
 
 enum class QkNorm { none, head, full };  // head: gain of width head_dim; full: gain over all heads
 
@@ -80,9 +87,13 @@ struct MixerSpec {
   int conv_kernel = 4;   // GDN: causal depthwise conv over q, k, v; short_conv: its conv (current + kernel-1 previous)
   int gate_rank = 0;     // gdn2: rank of the decay / erase / write gate projections (0: full)
   int out_gate_rank = 0; // gdn/gdn2: rank of the output gate projection (0: full)
+  // Mamba-2: n_heads heads of head_dim channels; n_kv_heads groups (0: 1) share B and C
+  int state_dim = 0;      // N: the width of B and C, and of each head's state per channel
+  bool conv_bias = false; // the conv over [x, B, C] adds a bias per channel
 
   int value_dim() const { return v_head_dim ? v_head_dim : head_dim; }
   int value_heads() const { return n_v_heads ? n_v_heads : n_heads; }
+  int ssm_groups() const { return n_kv_heads ? n_kv_heads : 1; }  // mamba2
 };
 
 // Where a layer's keys and values come from.

@@ -14,7 +14,7 @@ const std::vector<std::pair<std::string_view, std::string_view>>& embedded_prese
 
 namespace {
 
-const std::vector<std::string> kMixerKinds = {"attention", "relu2_attention", "sparse_reuse", "mla", "gdn", "gdn2", "short_conv"};
+const std::vector<std::string> kMixerKinds = {"attention", "relu2_attention", "sparse_reuse", "mla", "gdn", "gdn2", "short_conv", "mamba2"};
 const std::vector<std::string> kQkNorms = {"none", "head", "full"};
 const std::vector<std::string> kActivations = {"swiglu", "geglu", "relu2", "swiglu_oai"};
 const std::vector<std::string> kFfnKinds = {"dense", "moe"};
@@ -87,6 +87,8 @@ MixerSpec parse_mixer(JsonReader r) {
   m.conv_kernel = r.integer_or("conv_kernel", 4, 1, 64);
   m.gate_rank = r.integer_or("gate_rank", 0, 0);
   m.out_gate_rank = r.integer_or("out_gate_rank", 0, 0);
+  m.state_dim = m.kind == MixerKind::mamba2 ? r.integer("state_dim", 1) : r.integer_or("state_dim", 0, 0);
+  m.conv_bias = r.boolean_or("conv_bias", false);
   r.finish();
   return m;
 }
@@ -261,14 +263,15 @@ void validate_model_config(const ModelConfig& c, const std::string& origin) {
         if (p.llama3_factor || p.yarn_factor || p.linear_factor != 1.0)
           fail(w + ".rope.longrope_short", "LongRoPE does not combine with Llama-3, YaRN or linear scaling");
       }
-      if (m.kind == MixerKind::relu2_attention || m.kind == MixerKind::sparse_reuse || m.kind == MixerKind::gdn ||
-          m.kind == MixerKind::gdn2 || m.kind == MixerKind::short_conv)
+      if (m.kind == MixerKind::relu2_attention || m.kind == MixerKind::sparse_reuse || is_recurrent(m.kind))
         fail(w + ".rope", std::string(to_string(m.kind)) + " encodes no position; remove \"rope\"");
     }
     if (m.kind == MixerKind::mla) {
       if (m.qk_nope_dim + m.qk_rope_dim <= 0) fail(w + ".qk_nope_dim", "MLA needs qk_nope_dim + qk_rope_dim > 0");
       if (m.v_head_dim <= 0) fail(w + ".v_head_dim", "MLA needs v_head_dim > 0");
     }
+    if (m.kind == MixerKind::mamba2 && m.n_heads % m.ssm_groups())
+      fail(w + ".n_kv_heads", "Mamba-2's " + num(m.n_heads) + " heads do not divide into " + num(m.ssm_groups()) + " B/C groups");
     if ((m.kind == MixerKind::gdn || m.kind == MixerKind::gdn2) && m.value_heads() % m.n_heads)
       fail(w + ".n_v_heads", "n_v_heads " + num(m.value_heads()) + " is not divisible by n_heads " + num(m.n_heads));
     if (m.window && m.kind != MixerKind::attention)
@@ -296,7 +299,7 @@ void validate_model_config(const ModelConfig& c, const std::string& origin) {
       bool full = (s.kind == MixerKind::attention && s.window == 0) || s.kind == MixerKind::relu2_attention;
       if (src.kv.kind == KvSourceKind::reuse || !full)
         fail(w + ".kv", "layer " + num(l.kv.layer) + " (" + src.mixer + ") keeps no full-attention cache of its own to reuse");
-      if (m.kind == MixerKind::mla || m.kind == MixerKind::gdn || m.kind == MixerKind::gdn2 || m.kind == MixerKind::short_conv)
+      if (m.kind == MixerKind::mla || is_recurrent(m.kind))
         fail(w + ".kv", std::string(to_string(m.kind)) + " cannot reuse another layer's cache");
       int kv_heads = m.kind == MixerKind::sparse_reuse ? s.n_kv_heads : m.n_kv_heads;
       if (m.head_dim != s.head_dim || m.n_heads % kv_heads || (m.kind != MixerKind::sparse_reuse && m.n_kv_heads != s.n_kv_heads))
@@ -304,8 +307,7 @@ void validate_model_config(const ModelConfig& c, const std::string& origin) {
                             num(l.kv.layer) + "'s cache (" + num(s.n_kv_heads) + " KV heads of " + num(s.head_dim) + ")");
     }
     if (l.kv.kind == KvSourceKind::bridge) {
-      if (m.kind == MixerKind::sparse_reuse || m.kind == MixerKind::gdn || m.kind == MixerKind::gdn2 ||
-          m.kind == MixerKind::short_conv)
+      if (m.kind == MixerKind::sparse_reuse || is_recurrent(m.kind))
         fail(w + ".kv", std::string(to_string(m.kind)) + " cannot take bridged K/V");
       if (c.residual.kind == ResidualKind::mhc)
         fail(w + ".kv", "a KV bridge needs plain or attn_residuals residuals");
@@ -395,6 +397,7 @@ Json to_json(const ModelConfig& c) {
               {"kv_lora_rank", m.kv_lora_rank}, {"qk_nope_dim", m.qk_nope_dim}, {"qk_rope_dim", m.qk_rope_dim},
               {"v_head_dim", m.v_head_dim}, {"n_v_heads", m.n_v_heads}, {"conv_kernel", m.conv_kernel},
               {"gate_rank", m.gate_rank}, {"out_gate_rank", m.out_gate_rank}};
+    if (m.kind == MixerKind::mamba2) x.update({{"state_dim", m.state_dim}, {"conv_bias", m.conv_bias}});
     if (m.rope)
       x["rope"] = {{"theta", m.rope->theta}, {"rotary_dim", m.rope->rotary_dim},
                    {"llama3_factor", m.rope->llama3_factor}, {"llama3_low_freq", m.rope->llama3_low_freq},

@@ -186,6 +186,31 @@ void mixer(Builder& b, const std::string& p, const MixerSpec& m, const LayerSpec
       b.add(p + "conv", {d, int64_t(m.conv_kernel)}, TensorRole::conv);
       b.matrix(p + "wo", d, d);
       break;
+    case MixerKind::mamba2: {
+      // z = W_g x (the gate), [x~, B, C] = [W_x, W_b, W_c] x, dt = softplus(W_decay x + decay_bias),
+      // A = -exp(a_log), D = d_skip; the conv's taps [channels, K] over x~, B and C apart; the
+      // gated norm's gain o_norm over all heads; W_o [d, h P].
+      const int64_t inner = hq * dh, bc = int64_t(m.ssm_groups()) * m.state_dim, K = m.conv_kernel;
+      b.matrix(p + "wg", inner, d);
+      b.matrix(p + "w_x", inner, d);
+      b.matrix(p + "w_b", bc, d);
+      b.matrix(p + "w_c", bc, d);
+      b.matrix(p + "w_decay", hq, d);
+      b.add(p + "conv_x", {inner, K}, TensorRole::conv);
+      b.add(p + "conv_b", {bc, K}, TensorRole::conv);
+      b.add(p + "conv_c", {bc, K}, TensorRole::conv);
+      if (m.conv_bias) {
+        b.vector(p + "conv_x_bias", inner);
+        b.vector(p + "conv_b_bias", bc);
+        b.vector(p + "conv_c_bias", bc);
+      }
+      b.vector(p + "decay_bias", hq);
+      b.vector(p + "a_log", hq);
+      b.vector(p + "d_skip", hq);
+      b.norm(p + "o_norm", inner);
+      b.matrix(p + "wo", d, inner);
+      break;
+    }
   }
 }
 

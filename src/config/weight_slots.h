@@ -61,6 +61,15 @@ void short_conv(ShortConv& s, Slot&& slot) {
   slot("attn.w_b", s.w_b), slot("attn.w_c", s.w_c), slot("attn.w_x", s.w_x), slot("attn.conv", s.conv), slot("attn.wo", s.wo);
 }
 
+template <class Mamba2, class Slot>
+void mamba2(Mamba2& s, Slot&& slot) {
+  slot("attn.wg", s.wg), slot("attn.w_x", s.w_x), slot("attn.w_b", s.w_b), slot("attn.w_c", s.w_c);
+  slot("attn.w_decay", s.w_decay), slot("attn.conv_x", s.conv_x), slot("attn.conv_b", s.conv_b), slot("attn.conv_c", s.conv_c);
+  slot("attn.conv_x_bias", s.conv_x_bias), slot("attn.conv_b_bias", s.conv_b_bias), slot("attn.conv_c_bias", s.conv_c_bias);
+  slot("attn.decay_bias", s.decay_bias), slot("attn.a_log", s.a_log), slot("attn.d_skip", s.d_skip);
+  slot("attn.o_norm", s.o_norm), slot("attn.wo", s.wo);
+}
+
 template <class Attention, class Slot>
 void attention(Attention& a, Slot&& slot) {
   slot("attn.wq", a.wq), slot("attn.wk", a.wk), slot("attn.wv", a.wv), slot("attn.wg", a.wg), slot("attn.wo", a.wo);
@@ -74,6 +83,7 @@ void mixer(MixerKind kind, Layer& l, Slot&& slot) {
   if (kind == MixerKind::mla) mla(l.mla, slot);
   else if (kind == MixerKind::gdn || kind == MixerKind::gdn2) gdn(l.gdn, slot);
   else if (kind == MixerKind::short_conv) short_conv(l.short_conv, slot);
+  else if (kind == MixerKind::mamba2) mamba2(l.mamba2, slot);
   else attention(l.attn, slot);
 }
 

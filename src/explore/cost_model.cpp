@@ -56,6 +56,12 @@ double mixer_flops(const ModelConfig& c, int i, double n, Phase phase) {
     case MixerKind::short_conv:
       // Per channel: the input gate b x~, K conv taps, the output gate c y: 2 + 2K, constant in n.
       return (2.0 + 2.0 * m.conv_kernel) * c.d_model;
+    case MixerKind::mamba2: {
+      // The conv, 2K per channel of [x~, B, C]; per head, the decay and the rank-1 write 3 P N
+      // and the readout S C 2 P N; the skip, gate and norm ~6 per channel of x~.
+      const double inner = double(m.n_heads) * m.head_dim, bc = double(m.ssm_groups()) * m.state_dim;
+      return 2.0 * m.conv_kernel * (inner + 2 * bc) + 5.0 * inner * m.state_dim + 6.0 * inner;
+    }
   }
   return 0;
 }
@@ -211,6 +217,15 @@ State state(const ModelConfig& c, double n, double v_read_fraction) {
         s.stored[m.kind] += tail;
         s.read[m.kind] += tail;
         s.recurrent_stored += tail;
+        break;
+      }
+      case MixerKind::mamba2: {
+        // Every head's S [P, N] and the conv's last K-1 inputs [x~, B, C].
+        const double inner = double(m.n_heads) * m.head_dim, bc = double(m.ssm_groups()) * m.state_dim;
+        const double held = inner * m.state_dim + double(m.conv_kernel - 1) * (inner + 2 * bc);
+        s.stored[m.kind] += held;
+        s.read[m.kind] += held;
+        s.recurrent_stored += held;
         break;
       }
     }

@@ -144,6 +144,7 @@ std::vector<ElementRun> HfCheckpoint::layer_runs(int layer, const std::string& r
     const MixerSpec& m = config_.mixer(layer);
     if (m.kind == MixerKind::mla) return mla_runs(p + "self_attn.", rel.substr(5), t, m);
     if (m.kind == MixerKind::gdn) return gdn_runs(p + "linear_attn.", rel.substr(5), t, m);
+    if (m.kind == MixerKind::mamba2) return mamba2_runs(p + "mamba.", rel.substr(5), t, m);
     return attention_runs(p + "self_attn.", rel.substr(5), t, m);
   }
   if (rel.rfind("ffn.", 0) == 0)
@@ -276,6 +277,33 @@ std::vector<ElementRun> HfCheckpoint::gdn_runs(const std::string& p, const std::
     if (rel == "w_decay") return per_key_head(ba, {2 * hv, d}, 2 * r, r, r);
   }
   throw IoError(dir_ + ": tensor attn." + rel + " has no Hugging Face source for model_type " + model_type_);
+}
+
+// Mamba-2 (Granite 4.0-H): in_proj [2 inner + 2 G N + h, d] holds the rows of z, x, B, C, dt in
+// that order; conv1d.weight [inner + 2 G N, 1, K] and conv1d.bias the conv's over x, B, C; dt_bias,
+// A_log, D per head; norm.weight the gated norm's gain; out_proj.
+std::vector<ElementRun> HfCheckpoint::mamba2_runs(const std::string& p, const std::string& rel, const TensorInfo& t,
+                                                  const MixerSpec& m) const {
+  const int64_t inner = int64_t(m.n_heads) * m.head_dim, bc = int64_t(m.ssm_groups()) * m.state_dim, h = m.n_heads;
+  const int64_t channels = inner + 2 * bc, d = config_.d_model;
+  const Shape in_proj{inner + channels + h, d}, conv{channels, 1, m.conv_kernel}, conv_bias{channels};
+  if (rel == "wg") return {rows(p + "in_proj.weight", in_proj, 0, inner)};
+  if (rel == "w_x") return {rows(p + "in_proj.weight", in_proj, inner, inner)};
+  if (rel == "w_b") return {rows(p + "in_proj.weight", in_proj, 2 * inner, bc)};
+  if (rel == "w_c") return {rows(p + "in_proj.weight", in_proj, 2 * inner + bc, bc)};
+  if (rel == "w_decay") return {rows(p + "in_proj.weight", in_proj, 2 * inner + 2 * bc, h)};
+  if (rel == "conv_x") return {rows(p + "conv1d.weight", conv, 0, inner)};
+  if (rel == "conv_b") return {rows(p + "conv1d.weight", conv, inner, bc)};
+  if (rel == "conv_c") return {rows(p + "conv1d.weight", conv, inner + bc, bc)};
+  if (rel == "conv_x_bias") return {rows(p + "conv1d.bias", conv_bias, 0, inner)};
+  if (rel == "conv_b_bias") return {rows(p + "conv1d.bias", conv_bias, inner, bc)};
+  if (rel == "conv_c_bias") return {rows(p + "conv1d.bias", conv_bias, inner + bc, bc)};
+  if (rel == "decay_bias") return whole(p + "dt_bias", t.shape);
+  if (rel == "a_log") return whole(p + "A_log", t.shape);
+  if (rel == "d_skip") return whole(p + "D", t.shape);
+  if (rel == "o_norm") return whole(p + "norm.weight", t.shape);
+  if (rel == "wo") return whole(p + "out_proj.weight", t.shape);
+  throw IoError(dir_ + ": tensor attn." + rel + " has no Mamba-2 source");
 }
 
 // LFM2: operator_norm and ffn_norm; attention as Llama's with out_proj and q_layernorm /

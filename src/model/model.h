@@ -19,6 +19,7 @@
 #include "model/lm_head.h"
 #include "model/mhc.h"
 #include "model/mla.h"
+#include "model/mamba2.h"
 #include "model/short_conv.h"
 #include "model/tensor.h"
 #include "model/weights.h"
@@ -39,6 +40,7 @@ struct LayerWeights {
   MlaWeights mla;
   GdnWeights gdn;
   ShortConvWeights short_conv;
+  Mamba2Weights mamba2;
   FfnWeights dense;
   MoeWeights moe;
 };

@@ -70,7 +70,7 @@ Session::Session(std::shared_ptr<const Model> model, const SessionOptions& optio
   streams_ = c.residual.kind == ResidualKind::mhc ? c.residual.streams : 1;
   const int L = c.n_layers();
   kv_.resize(size_t(L)), mla_.resize(size_t(L)), gdn_.resize(size_t(L)), engram_gate_.resize(size_t(L));
-  short_conv_.resize(size_t(L));
+  short_conv_.resize(size_t(L)), mamba2_.resize(size_t(L));
   scores_.resize(size_t(L));
   last_experts_.resize(size_t(L));
   scores_stride_ = 0;
@@ -102,6 +102,10 @@ Session::Session(std::shared_ptr<const Model> model, const SessionOptions& optio
     if (m.kind == MixerKind::short_conv) {
       short_conv_[size_t(i)].init(m, d_);
       short_conv_scratch_.reserve(m, d_, chunk_);
+    }
+    if (m.kind == MixerKind::mamba2) {
+      mamba2_[size_t(i)].init(m);
+      mamba2_scratch_.reserve(m, chunk_);
     }
     // A full layer records its per-KV-head scores only for the sparse layers that select by them.
     if (m.kind == MixerKind::sparse_reuse) {
@@ -176,6 +180,7 @@ double Session::fixed_state_bytes() const {
     if (kv.ring) bytes += double(kv.bytes());
   for (const GdnState& g : gdn_) bytes += double(g.S.size() + g.conv_q.size() + g.conv_k.size() + g.conv_v.size()) * sizeof(float);
   for (const ShortConvState& s : short_conv_) bytes += double(s.tail.size()) * sizeof(float);
+  for (const Mamba2State& s : mamba2_) bytes += double(s.tail.size() + s.S.size()) * sizeof(float);
   for (const EngramGateState& e : engram_gate_) bytes += double(e.history.size()) * sizeof(float);
   return bytes;
 }
@@ -332,7 +337,7 @@ void Session::run_mixer(int i, const float* x, float* out, const Projected* proj
   const int64_t pos = r_->pos;
   const int owner = c.cache_owner(i);
   const bool own_kv = c.fills_own_cache(i);
-  const bool recurrent = m.kind == MixerKind::gdn || m.kind == MixerKind::gdn2 || m.kind == MixerKind::short_conv;
+  const bool recurrent = is_recurrent(m.kind);
   const bool mla = m.kind == MixerKind::mla;
   if (own_kv && !recurrent && !mla) fill_cache(i, x, projected);
   // Kept scores are per row: a later sparse layer of this row reads this row's, while the
@@ -365,6 +370,9 @@ void Session::run_mixer(int i, const float* x, float* out, const Projected* proj
       break;
     case MixerKind::short_conv:
       short_conv_decode(w.short_conv, m, x, short_conv_[size_t(i)], short_conv_scratch_, out, pool_);
+      break;
+    case MixerKind::mamba2:
+      mamba2_decode(w.mamba2, m, c, x, mamba2_[size_t(i)], mamba2_scratch_, out, pool_);
       break;
   }
 }
@@ -509,7 +517,7 @@ void forward_batch(std::span<const BatchRow> rows, BatchScratch& b) {
     } else if (b.active.size() > 1 && kind == MixerKind::mla) {
       Session::mla_batch(i, rows, b);
     } else if (b.active.size() > 1 && one_session &&
-               (kind == MixerKind::gdn || kind == MixerKind::gdn2 || kind == MixerKind::short_conv)) {
+               is_recurrent(kind)) {
       Session::recurrent_batch(i, rows, b);  // a prompt's rows through the chunked form / batched projections
     } else {
       size_t live = 0;

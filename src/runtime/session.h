@@ -241,6 +241,7 @@ class Session {
   std::vector<MlaCache> mla_;               // per MLA layer
   std::vector<GdnState> gdn_;               // per Gated DeltaNet layer
   std::vector<ShortConvState> short_conv_;  // per short-conv layer
+  std::vector<Mamba2State> mamba2_;         // per Mamba-2 layer
   std::vector<EngramGateState> engram_gate_;  // per layer Nenya's engram is added before
   std::vector<std::vector<float>> scores_;  // per full layer with sparse dependents: [chunk][kv_heads][context]
   std::vector<std::vector<int32_t>> last_experts_;
@@ -272,6 +273,7 @@ class Session {
   MlaScratch mla_scratch_;
   GdnScratch gdn_scratch_;
   ShortConvScratch short_conv_scratch_;
+  Mamba2Scratch mamba2_scratch_;
   MhcScratch mhc_scratch_;
   EngramGateScratch engram_scratch_;
   FfnScratch ffn_;

@@ -42,6 +42,8 @@ void Session::recurrent_batch(int i, std::span<const BatchRow> rows, BatchScratc
   const LayerWeights& w = s.model().layers[size_t(i)];
   if (c.mixer(i).kind == MixerKind::short_conv)
     short_conv_prefill(w.short_conv, c.mixer(i), b.xn.data(), live, s.short_conv_[size_t(i)], s.short_conv_scratch_, y, s.pool_);
+  else if (c.mixer(i).kind == MixerKind::mamba2)
+    mamba2_prefill(w.mamba2, c.mixer(i), c, b.xn.data(), live, s.mamba2_[size_t(i)], s.mamba2_scratch_, y, s.pool_);
   else
     gdn_prefill(w.gdn, c.mixer(i), c, b.xn.data(), live, s.gdn_[size_t(i)], s.gdn_scratch_, y, s.pool_);
   for (int64_t a = 0; a < live; ++a) {

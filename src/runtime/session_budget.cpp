@@ -26,6 +26,10 @@ double session_bytes(const ModelConfig& c, int64_t context) {
     if (m.kind == MixerKind::gdn || m.kind == MixerKind::gdn2)
       fixed += double(m.value_heads()) * m.head_dim * m.value_dim() * f32;
     if (m.kind == MixerKind::short_conv) fixed += double(m.conv_kernel - 1) * c.d_model * f32;
+    if (m.kind == MixerKind::mamba2) {
+      const double inner = double(m.n_heads) * m.head_dim, bc = double(m.ssm_groups()) * m.state_dim;
+      fixed += (double(m.conv_kernel - 1) * (inner + 2 * bc) + inner * m.state_dim) * f32;
+    }
   }
   return per_token * ctx + fixed;
 }

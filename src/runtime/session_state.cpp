@@ -132,6 +132,10 @@ std::vector<StateBuffer> Session::state(int64_t position) {
       add(layer + "gdn.S", vector_bytes(g.S));
     }
     if (ShortConvState& s = short_conv_[i]; !s.tail.empty()) add(layer + "short_conv.tail", vector_bytes(s.tail));
+    if (Mamba2State& s = mamba2_[i]; !s.S.empty()) {
+      add(layer + "mamba2.tail", vector_bytes(s.tail));
+      add(layer + "mamba2.S", vector_bytes(s.S));
+    }
     if (EngramGateState& e = engram_gate_[i]; !e.history.empty()) add(layer + "engram_gate.history", vector_bytes(e.history));
   }
   // The residual state (TokenState rows) and the full layers' kept scores are rebuilt by every

@@ -253,6 +253,9 @@ torch::Tensor Model::forward(const torch::Tensor& input) {
       case MixerKind::short_conv:
         out = gated_short_conv(w.short_conv, m, l, xn);
         break;
+      case MixerKind::mamba2:
+        out = mamba2(w.mamba2, m, c, l, xn);
+        break;
     }
     r.add(out, w.attn_post_norm);
 

@@ -36,6 +36,7 @@
 #include "train/engram.h"
 #include "train/ffn.h"
 #include "train/gated_deltanet.h"
+#include "train/mamba2.h"
 #include "train/short_conv.h"
 #include "train/mhc.h"
 #include "train/mla.h"
@@ -54,10 +55,11 @@ struct LayerParams {
   MixParams attn_res, ffn_res, kv_bridge;  // attention residuals
   MhcParams attn_mhc, ffn_mhc;             // mHC boundaries
   EngramGateParams engram;                 // Nenya's engram added before this layer (hasher set)
-  AttentionParams attn;                    // the mixer: one of attn, mla, gdn, short_conv
+  AttentionParams attn;                    // the mixer: one of attn, mla, gdn, short_conv, mamba2
   MlaParams mla;
   GdnParams gdn;
   ShortConvParams short_conv;
+  Mamba2Params mamba2;
   FfnParams dense;
   MoeParams moe;
 };

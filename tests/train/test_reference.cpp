@@ -100,6 +100,15 @@ const char* kLfm2 = R"({"name": "lfm2-tiny", "d_model": 48, "vocab_size": 300, "
   "ffns": {"f": {"kind": "dense", "activation": "swiglu", "hidden": 64}},
   "layers": [{"mixer": "conv", "ffn": "f"}, {"mixer": "a", "ffn": "f"}, {"mixer": "conv", "ffn": "f"}]})";
 
+// Granite 4.0-H: Mamba-2 (two groups of B and C, conv biases) beside attention without positions.
+const char* kGranite4H = R"({"name": "granite4h-tiny", "d_model": 48, "vocab_size": 300, "context_length": 512,
+  "tie_embeddings": true, "embedding_scale": 12, "residual_scale": 0.22, "logit_divisor": 8,
+  "mixers": {"ssm": {"kind": "mamba2", "n_heads": 6, "n_kv_heads": 2, "head_dim": 16, "state_dim": 8,
+                     "conv_kernel": 4, "conv_bias": true},
+             "a": {"kind": "attention", "n_heads": 4, "n_kv_heads": 2, "head_dim": 12, "scale": 0.015625}},
+  "ffns": {"f": {"kind": "dense", "activation": "swiglu", "hidden": 64}},
+  "layers": [{"mixer": "ssm", "ffn": "f"}, {"mixer": "a", "ffn": "f"}, {"mixer": "ssm", "ffn": "f"}]})";
+
 ModelConfig config_from(const char* json) { return parse_model_config(Json::parse(json), "test config"); }
 
 TEST(TrainReference, EmblaMiniMatchesTheEngineAtEveryPosition) {
@@ -111,7 +120,7 @@ TEST(TrainReference, EmblaMiniMatchesTheEngineAtEveryPosition) {
 }
 
 TEST(TrainReference, OrdinaryModelsMatchTheEngine) {
-  for (const char* json : {kLlama, kOlmoe, kGemma, kDeepseek, kPhi3, kOlmo2, kGranite, kLfm2}) {
+  for (const char* json : {kLlama, kOlmoe, kGemma, kDeepseek, kPhi3, kOlmo2, kGranite, kLfm2, kGranite4H}) {
     const ModelConfig c = config_from(json);
     SCOPED_TRACE(c.name);
     train::Model model(c, 11);
@@ -135,7 +144,8 @@ TEST(TrainReference, BatchRowsAreIndependent) {
 // document masking B's positions would differ.
 TEST(TrainReference, DocumentMaskingMakesEachDocumentIndependent) {
   const int32_t eot = 3;
-  for (const ModelConfig& config : {load_preset("embla-mini"), config_from(kGemma), config_from(kLfm2)}) {
+  for (const ModelConfig& config : {load_preset("embla-mini"), config_from(kGemma), config_from(kLfm2),
+                                     config_from(kGranite4H)}) {
     SCOPED_TRACE(config.name);
     MaskingCase m(config, eot);
     const int64_t na = m.na, nb = m.nb;

@@ -126,6 +126,7 @@ const LABEL_TABLE = {
   "gdn": ["GDN", "GDN"],
   "gdn2": ["GDN-2", "GDN-2"],
   "short_conv": ["short conv", "短卷积"],
+  "mamba2": ["Mamba-2", "Mamba-2"],
   "attention_products": ["scores and values:", "注意力分数与值："],
   "weights_of": ["weights:", "权重："],
   "from storage (engram rows)": ["from storage (engram rows)", "从存储读取（engram 行）"],

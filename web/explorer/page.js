@@ -14,6 +14,7 @@ const RANGES = {
   n_heads: [1, 128, 1], n_kv_heads: [1, 128, 1], head_dim: [8, 512, 8], window: [0, 16384, 64],
   q_lora_rank: [0, 4096, 32], kv_lora_rank: [0, 2048, 16], qk_nope_dim: [0, 512, 8], qk_rope_dim: [0, 256, 8],
   v_head_dim: [0, 512, 8], n_v_heads: [0, 128, 1], top_k: [1, 8192, 1], recent: [0, 4096, 16], conv_kernel: [1, 64, 1],
+  state_dim: [1, 1024, 1],
   hidden: [64, 65536, 64], n_experts: [1, 512, 1], expert_hidden: [16, 16384, 16], n_shared: [0, 8, 1],
   shared_hidden: [0, 16384, 16], latent_dim: [0, 8192, 32], repeat: [1, 128, 1], n_layers: [1, 256, 1],
   rows: [2, 4000000, 1], heads_per_order: [1, 32, 1], row_dim: [1, 1024, 1], streams: [1, 16, 1], block_size: [1, 32, 1],
@@ -27,6 +28,7 @@ const MIXER_FIELDS = {
   gdn: ["n_heads", "head_dim", "n_v_heads", "v_head_dim"],
   gdn2: ["n_heads", "head_dim", "n_v_heads", "v_head_dim"],
   short_conv: ["conv_kernel"],
+  mamba2: ["n_heads", "head_dim", "n_kv_heads", "state_dim", "conv_kernel"],
 };
 const FFN_FIELDS = { dense: ["hidden"], moe: ["n_experts", "top_k", "expert_hidden", "n_shared", "shared_hidden", "latent_dim"] };
 const TOTALS = [  // [label, section, metric, at context n?]: rows of the cost model's report
@@ -170,7 +172,7 @@ function modelControls(m) {
   const mixers = Object.entries(j.mixers).map(([name, mx]) => {
     const kinds = Object.keys(MIXER_FIELDS).map(k => [k, t(k)]);
     return el("div", { class: "sub", "data-mixer": name }, el("b", {}, name),
-              selectControl(m, "kind", t("kind"), mx.kind, kinds, v => (mx.kind = v), true),
+              selectControl(m, "kind", t("kind"), mx.kind, kinds, v => { mx.kind = v; if (v === "mamba2") mx.state_dim ??= 128; }, true),
               ...MIXER_FIELDS[mx.kind].map(f => num(mx, f)));
   });
   out.push(group(t("g_mixers"), mixers));
