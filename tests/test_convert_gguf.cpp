@@ -619,6 +619,89 @@ void write_lfm2_gguf(HfModel& m, const std::string& path) {
   w.write(path);
 }
 
+// Granite 4.0-H as llama.cpp's converter writes it (granitehybrid): attention.head_count_kv 0 for
+// the Mamba-2 layer, ssm.* widths, rope.scaling.finetuned false for "nope"; ssm_in (Q8_0),
+// ssm_conv1d [channels, K] and its bias, ssm_a = -e^{A_log}, ssm_d, ssm_norm [G, inner / G];
+// q and k permuted as Llama's; the shared MLP as ffn_gate / ffn_up / ffn_down.
+void write_granite4h_gguf(HfModel& m, const std::string& path) {
+  GgufWriter w;
+  const std::string a = "granitehybrid.";
+  w.set_string("general.architecture", "granitehybrid");
+  w.set_u32(a + "context_length", 64), w.set_u32(a + "embedding_length", kD), w.set_u32(a + "block_count", kLayers);
+  w.set_u32(a + "feed_forward_length", kInter), w.set_u32(a + "attention.head_count", kHeads);
+  w.set_u32(a + "attention.key_length", kHeadDim), w.set_u32(a + "attention.value_length", kHeadDim);
+  w.set_f32(a + "attention.layer_norm_rms_epsilon", 1e-5f), w.set_f32(a + "rope.freq_base", 500.0f);
+  w.set_bool(a + "rope.scaling.finetuned", false);
+  w.set_u32(a + "ssm.conv_kernel", kMambaConv), w.set_u32(a + "ssm.inner_size", kD), w.set_u32(a + "ssm.state_size", kMambaState);
+  w.set_u32(a + "ssm.time_step_rank", kMambaHeads), w.set_u32(a + "ssm.group_count", 1);
+  set_granite_scales(w, "granitehybrid");
+  GgufValue kv;
+  kv.type = GgufType::array, kv.elem = GgufType::u32, kv.ints = {0, kKvHeads};
+  w.set(a + "attention.head_count_kv", kv);
+  set_tokenizer(w, "gpt2", "gpt-2");
+  auto add = [&](const std::string& name, GgmlType type, const Shape& shape, std::vector<float> values) {
+    auto held = std::make_shared<std::vector<uint8_t>>(encode_for_test(type, values, shape.back(), 5));
+    w.add_tensor(name, type, shape, [held](const ByteSink& sink) { sink(held->data(), held->size()); });
+    return values;  // what the blocks hold
+  };
+  auto permuted = [](const std::vector<float>& v, int heads, int64_t cols) {  // our row a d/2 + i -> llama.cpp's 2i + a
+    std::vector<float> out(v.size());
+    const int64_t d = int64_t(v.size()) / cols / heads;
+    for (int h = 0; h < heads; ++h)
+      for (int a = 0; a < 2; ++a)
+        for (int64_t i = 0; i < d / 2; ++i)
+          std::copy_n(v.begin() + (h * d + a * d / 2 + i) * cols, cols, out.begin() + (h * d + 2 * i + a) * cols);
+    return out;
+  };
+  add("token_embd.weight", GgmlType::F32, {kVocab, kD}, m.at("model.embed_tokens.weight"));
+  add("output_norm.weight", GgmlType::F32, {kD}, m.at("model.norm.weight"));
+  if (m.has("lm_head.weight")) add("output.weight", GgmlType::F32, {kVocab, kD}, m.at("lm_head.weight"));
+  for (int i = 0; i < kLayers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".", b = "blk." + std::to_string(i) + ".";
+    add(b + "attn_norm.weight", GgmlType::F32, {kD}, m.at(p + "input_layernorm.weight"));
+    add(b + "ffn_norm.weight", GgmlType::F32, {kD}, m.at(p + "post_attention_layernorm.weight"));
+    const std::vector<float>& in = m.at(p + "shared_mlp.input_linear.weight");
+    add(b + "ffn_gate.weight", GgmlType::F32, {kInter, kD}, {in.begin(), in.begin() + kInter * kD});
+    add(b + "ffn_up.weight", GgmlType::F32, {kInter, kD}, {in.begin() + kInter * kD, in.end()});
+    add(b + "ffn_down.weight", GgmlType::F32, {kD, kInter}, m.at(p + "shared_mlp.output_linear.weight"));
+    if (i == 1) {
+      const std::string q = p + "self_attn.";
+      add(b + "attn_q.weight", GgmlType::F32, {kHeads * kHeadDim, kD}, permuted(m.at(q + "q_proj.weight"), kHeads, kD));
+      add(b + "attn_k.weight", GgmlType::F32, {kKvHeads * kHeadDim, kD}, permuted(m.at(q + "k_proj.weight"), kKvHeads, kD));
+      add(b + "attn_v.weight", GgmlType::F32, {kKvHeads * kHeadDim, kD}, m.at(q + "v_proj.weight"));
+      add(b + "attn_output.weight", GgmlType::F32, {kD, kHeads * kHeadDim}, m.at(q + "o_proj.weight"));
+      continue;
+    }
+    const std::string q = p + "mamba.";
+    const int channels = kD + 2 * kMambaState;
+    HfTensor& in_proj = m.tensors.at(q + "in_proj.weight");
+    in_proj.values = add(b + "ssm_in.weight", GgmlType::Q8_0, in_proj.shape, in_proj.values);
+    add(b + "ssm_conv1d.weight", GgmlType::F32, {channels, kMambaConv}, m.at(q + "conv1d.weight"));
+    add(b + "ssm_conv1d.bias", GgmlType::F32, {channels}, m.at(q + "conv1d.bias"));
+    add(b + "ssm_dt.bias", GgmlType::F32, {kMambaHeads}, m.at(q + "dt_bias"));
+    std::vector<float> a_neg = m.at(q + "A_log");
+    for (float& x : a_neg) x = -std::exp(x);
+    add(b + "ssm_a", GgmlType::F32, {kMambaHeads, 1}, a_neg);
+    add(b + "ssm_d", GgmlType::F32, {kMambaHeads, 1}, m.at(q + "D"));
+    add(b + "ssm_norm.weight", GgmlType::F32, {1, kD}, m.at(q + "norm.weight"));
+    add(b + "ssm_out.weight", GgmlType::F32, {kD, kD}, m.at(q + "out_proj.weight"));
+  }
+  w.write(path);
+}
+
+TEST(ConvertGguf, Granite4HybridMamba2MatchesHfForward) {
+  TempDir dir;
+  HfModel m = make_granite4h();
+  write_granite4h_gguf(m, dir / "m.gguf");
+  expect_converted_matches(m, dir);
+  const ModelConfig c = GgufModel(dir / "m.gguf").config();
+  EXPECT_EQ(c.mixer(0).kind, MixerKind::mamba2);
+  EXPECT_EQ(c.mixer(0).head_dim, kD / kMambaHeads);
+  EXPECT_TRUE(c.mixer(0).conv_bias);
+  EXPECT_FALSE(c.mixer(1).rope.has_value());
+  EXPECT_EQ(c.ffn(0).hidden, kInter);
+}
+
 TEST(ConvertGguf, Lfm2ShortConvMatchesHfForward) {
   TempDir dir;
   HfModel m = make_lfm2();

@@ -29,7 +29,7 @@ const std::vector<std::pair<std::string, std::string>>& architectures() {
       {"phi3", "phi3"}, {"smollm3", "smollm3"}, {"gemma", "gemma"}, {"olmo2", "olmo2"},
       {"granite", "granite"}, {"granitemoe", "granitemoe"}, {"exaone4", "exaone4"},
       {"qwen3next", "qwen3_next"}, {"qwen35", "qwen3_5_text"}, {"qwen35moe", "qwen3_5_moe_text"},
-      {"lfm2", "lfm2"}, {"lfm2moe", "lfm2_moe"},
+      {"lfm2", "lfm2"}, {"lfm2moe", "lfm2_moe"}, {"granitehybrid", "granitemoehybrid"},
   };
   return list;
 }
@@ -282,13 +282,13 @@ Json sliding_layer_types(const GgufFile& f, const std::string& key, int64_t n_la
   return types;
 }
 
-// LFM2: attention.head_count_kv holds one count per layer, 0 for the short-conv layers (the
-// others' counts must agree); shortconv.l_cache is the conv's taps; feed_forward_length is
-// the MLP width as llama.cpp's converter already adjusted it; norm_eps is the RMSNorm's.
-void lfm2_config(const GgufFile& f, const std::string& a, Json& hf) {
+// A hybrid's attention.head_count_kv: one count per layer, 0 for its recurrent layers (the
+// others' counts must agree), or one count for all. Sets num_key_value_heads and layer_types
+// (`attention` / `recurrent` per layer, as transformers names them).
+void hybrid_layer_types(const GgufFile& f, const std::string& a, const char* attention, const char* recurrent, Json& hf) {
   const int64_t n = hf["num_hidden_layers"].get<int64_t>();
   const GgufValue* kv = f.value(a + "attention.head_count_kv");
-  if (!kv) throw IoError(f.path() + ": metadata " + a + "attention.head_count_kv: missing (LFM2: one count per layer, 0 for conv layers)");
+  if (!kv) throw IoError(f.path() + ": metadata " + a + "attention.head_count_kv: missing (one count per layer, 0 for " + recurrent + " layers)");
   Json types = Json::array();
   int64_t heads = 0;
   for (int64_t i = 0; i < n; ++i) {
@@ -303,13 +303,44 @@ void lfm2_config(const GgufFile& f, const std::string& a, Json& hf) {
       h = f.integer(a + "attention.head_count_kv");
     }
     if (h < 0 || (h > 0 && heads > 0 && h != heads))
-      throw IoError(f.path() + ": metadata " + a + "attention.head_count_kv[" + num(i) + "] = " + num(h) +
-                    ": expected 0 (a conv layer) or the attention layers' common count");
+      throw IoError(f.path() + ": metadata " + a + "attention.head_count_kv[" + num(i) + "] = " + num(h) + ": expected 0 (a " +
+                    recurrent + " layer) or the attention layers' common count");
     if (h > 0) heads = h;
-    types.push_back(h > 0 ? "full_attention" : "conv");
+    types.push_back(h > 0 ? attention : recurrent);
   }
   if (heads > 0) hf["num_key_value_heads"] = heads;
   hf["layer_types"] = types;
+}
+
+// Granite 4.0-H (granitehybrid): attention.head_count_kv per layer (hybrid_layer_types); the
+// Mamba-2 widths under ssm.* (time_step_rank heads, inner_size channels, state_size, group_count,
+// conv_kernel), the conv's bias where the first Mamba-2 layer has one; attention rotates only
+// where rope.scaling.finetuned is true or absent (llama.cpp's converter writes false for
+// position_embedding_type "nope"); feed_forward_length is the shared MLP's width.
+void granite_hybrid_config(const GgufFile& f, const std::string& a, Json& hf) {
+  hybrid_layer_types(f, a, "attention", "mamba", hf);
+  const int64_t d = hf["hidden_size"].get<int64_t>(), inner = f.integer(a + "ssm.inner_size");
+  const int64_t heads = f.integer(a + "ssm.time_step_rank");
+  if (d <= 0 || inner % d || heads <= 0 || inner % heads)
+    throw IoError(f.path() + ": metadata " + a + "ssm.inner_size = " + num(inner) + ": expected a multiple of embedding_length " +
+                  num(d) + " split into ssm.time_step_rank = " + num(heads) + " heads");
+  hf["mamba_expand"] = inner / d, hf["mamba_n_heads"] = heads, hf["mamba_d_head"] = inner / heads;
+  hf["mamba_d_state"] = f.integer(a + "ssm.state_size");
+  hf["mamba_n_groups"] = f.integer(a + "ssm.group_count");
+  hf["mamba_d_conv"] = f.integer(a + "ssm.conv_kernel");
+  const auto& types = hf["layer_types"];
+  const auto first = std::find(types.begin(), types.end(), "mamba");
+  hf["mamba_conv_bias"] = first != types.end() && f.find("blk." + num(first - types.begin()) + ".ssm_conv1d.bias") != nullptr;
+  const GgufValue* rope = f.value(a + "rope.scaling.finetuned");
+  hf["position_embedding_type"] = rope && rope->type == GgufType::boolean && rope->i == 0 ? "nope" : "rope";
+  if (hf.contains("intermediate_size")) hf["shared_intermediate_size"] = hf["intermediate_size"];
+}
+
+// LFM2: attention.head_count_kv per layer (hybrid_layer_types); shortconv.l_cache is the conv's
+// taps; feed_forward_length is the MLP width as llama.cpp's converter already adjusted it;
+// norm_eps is the RMSNorm's.
+void lfm2_config(const GgufFile& f, const std::string& a, Json& hf) {
+  hybrid_layer_types(f, a, "full_attention", "conv", hf);
   hf["conv_L_cache"] = f.integer(a + "shortconv.l_cache");
   hf["block_auto_adjust_ff_dim"] = false;
   if (auto eps = f.number_or_none(a + "attention.layer_norm_rms_epsilon")) hf["norm_eps"] = *eps;
@@ -404,10 +435,11 @@ GgufModel::GgufModel(const std::string& path) : file_(path) {
   auto copy_num = [&](const std::string& key, const char* hf) {
     if (auto v = file_.number_or_none(a + key)) hf_[hf] = *v;
   };
+  copy_int("feed_forward_length", "intermediate_size");
   if (arch_ == "lfm2" || arch_ == "lfm2moe") lfm2_config(file_, a, hf_);
+  else if (arch_ == "granitehybrid") granite_hybrid_config(file_, a, hf_);
   else copy_int("attention.head_count_kv", "num_key_value_heads");
   copy_int("attention.key_length", "head_dim");
-  copy_int("feed_forward_length", "intermediate_size");
   copy_num("attention.layer_norm_rms_epsilon", "rms_norm_eps");
   copy_num("rope.freq_base", "rope_theta");
   copy_int("expert_count", "num_experts");
@@ -416,7 +448,7 @@ GgufModel::GgufModel(const std::string& path) : file_(path) {
   copy_int("attention.sliding_window", "sliding_window");
   copy_num("attn_logit_softcapping", "attn_logit_softcapping");
   copy_num("final_logit_softcapping", "final_logit_softcapping");
-  if (arch_ == "granite" || arch_ == "granitemoe") {  // the multipliers under llama.cpp's names
+  if (arch_.rfind("granite", 0) == 0) {  // the multipliers under llama.cpp's names
     copy_num("embedding_scale", "embedding_multiplier");
     copy_num("residual_scale", "residual_multiplier");
     copy_num("attention.scale", "attention_multiplier");
@@ -665,9 +697,53 @@ std::optional<std::vector<ElementRun>> GgufModel::lfm2_runs(int layer, const std
   throw IoError(file_.path() + ": tensor " + t.name + " has no GGUF counterpart for architecture " + arch_);
 }
 
+// Granite 4.0-H's Mamba-2 layers: ssm_in [z, x, B, C, dt rows, d], ssm_conv1d [channels, K] and
+// its bias, ssm_dt.bias, ssm_a (-e^{A_log}, read back as A_log), ssm_d, ssm_norm [G, inner / G]
+// (the gain in order), ssm_out.
+std::optional<std::vector<ElementRun>> GgufModel::mamba2_runs(int layer, const std::string& rel, const TensorInfo& t) const {
+  if (layer < 0 || rel.rfind("attn.", 0) != 0 || config_.mixer(layer).kind != MixerKind::mamba2) return std::nullopt;
+  const MixerSpec& m = config_.mixer(layer);
+  const int64_t h = m.n_heads, inner = h * m.head_dim, G = m.ssm_groups(), bc = G * m.state_dim, d = config_.d_model;
+  const int64_t channels = inner + 2 * bc;
+  const std::string blk = "blk." + num(layer) + ".", r = rel.substr(5);
+  auto in_rows = [&](int64_t first, int64_t count) {
+    return std::vector<ElementRun>{rows(source(blk + "ssm_in.weight", {inner + channels + h, d}), first, count)};
+  };
+  auto conv_rows = [&](const char* name, const Shape& shape, int64_t first, int64_t count) {
+    return std::vector<ElementRun>{rows(source(blk + name, shape), first, count)};
+  };
+  auto bias = [&](const char* name, int64_t size, int64_t first, int64_t count) {  // a slice of a vector
+    return std::vector<ElementRun>{ElementRun{nullptr, &source(blk + name, {size}), &file_.mapping(), uint64_t(first), uint64_t(count)}};
+  };
+  auto per_head = [&](const std::string& name) { return std::vector<ElementRun>{rows(source(blk + name, {h, 1}), 0, h)}; };
+  const int64_t K = m.conv_kernel;
+  if (r == "wg") return in_rows(0, inner);
+  if (r == "w_x") return in_rows(inner, inner);
+  if (r == "w_b") return in_rows(2 * inner, bc);
+  if (r == "w_c") return in_rows(2 * inner + bc, bc);
+  if (r == "w_decay") return in_rows(2 * inner + 2 * bc, h);
+  if (r == "conv_x") return conv_rows("ssm_conv1d.weight", {channels, K}, 0, inner);
+  if (r == "conv_b") return conv_rows("ssm_conv1d.weight", {channels, K}, inner, bc);
+  if (r == "conv_c") return conv_rows("ssm_conv1d.weight", {channels, K}, inner + bc, bc);
+  if (r == "conv_x_bias") return bias("ssm_conv1d.bias", channels, 0, inner);
+  if (r == "conv_b_bias") return bias("ssm_conv1d.bias", channels, inner, bc);
+  if (r == "conv_c_bias") return bias("ssm_conv1d.bias", channels, inner + bc, bc);
+  if (r == "decay_bias") return bias("ssm_dt.bias", h, 0, h);
+  if (r == "a_log") {
+    std::vector<ElementRun> out = per_head("ssm_a");
+    out[0].log_of_negated = true;
+    return out;
+  }
+  if (r == "d_skip") return per_head("ssm_d");
+  if (r == "o_norm") return std::vector<ElementRun>{rows(source(blk + "ssm_norm.weight", {G, inner / G}), 0, G)};
+  if (r == "wo") return std::vector<ElementRun>{rows(source(blk + "ssm_out.weight", {d, inner}), 0, d)};
+  throw IoError(file_.path() + ": tensor " + t.name + " has no GGUF counterpart for architecture " + arch_);
+}
+
 std::vector<ElementRun> GgufModel::runs(const TensorInfo& t) const {
   auto [layer, rel] = slots::split_name(t.name);
   if (auto hybrid = qwen_hybrid_runs(layer, rel, t)) return *hybrid;
+  if (auto mamba2 = mamba2_runs(layer, rel, t)) return *mamba2;
   if (auto lfm2 = lfm2_runs(layer, rel, t)) return *lfm2;
   const std::string name = gguf_name(t);
   if (layer >= 0 && rel.rfind("attn.", 0) == 0 && config_.mixer(layer).kind == MixerKind::mla) {

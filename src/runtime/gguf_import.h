@@ -58,6 +58,7 @@ class GgufModel {
   std::optional<std::vector<ElementRun>> fused_runs(int layer, const std::string& rel, const std::string& name,
                                                     const TensorInfo& t) const;
   std::optional<std::vector<ElementRun>> lfm2_runs(int layer, const std::string& rel, const TensorInfo& t) const;
+  std::optional<std::vector<ElementRun>> mamba2_runs(int layer, const std::string& rel, const TensorInfo& t) const;
   std::optional<std::vector<ElementRun>> qwen_hybrid_runs(int layer, const std::string& rel, const TensorInfo& t) const;
   std::string gguf_name(const TensorInfo& t) const;
 
