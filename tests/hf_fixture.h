@@ -295,9 +295,20 @@ inline HfModel make_granite4(const char* position) {
 // Granite 4.0-H: layer 0 Mamba-2 (in_proj rows z, x, B, C, dt; conv1d over x, B, C with a
 // bias; dt_bias, A_log, D; the gated norm's norm.weight; out_proj), layer 1 attention without
 // positions; the shared MLP as make_granite4's. mamba_d_head "auto": 256 / 8 heads = 32.
+// With `moe` (H tiny / H small), Granite MoE's routed experts beside the shared MLP in every layer.
 constexpr int kMambaHeads = 8, kMambaState = 16, kMambaConv = 4;
-inline HfModel make_granite4h() {
+inline HfModel make_granite4h(bool moe = false) {
   HfModel m = make_granite4("nope");
+  if (moe) {
+    m.config["num_local_experts"] = kExperts, m.config["num_experts_per_tok"] = kTopK;
+    m.config["intermediate_size"] = kExpertHidden;
+    for (int i = 0; i < kLayers; ++i) {
+      const std::string q = "model.layers." + std::to_string(i) + ".block_sparse_moe.";
+      m.add(q + "router.layer.weight", {kExperts, kD}, 0.3f);
+      m.add(q + "input_linear.weight", {kExperts, 2 * kExpertHidden, kD}, 0.08f);
+      m.add(q + "output_linear.weight", {kExperts, kD, kExpertHidden}, 0.08f);
+    }
+  }
   m.config["layer_types"] = {"mamba", "attention"};
   m.config["mamba_n_heads"] = kMambaHeads, m.config["mamba_d_head"] = "auto", m.config["mamba_expand"] = 1;
   m.config["mamba_d_state"] = kMambaState, m.config["mamba_n_groups"] = 1, m.config["mamba_d_conv"] = kMambaConv;
@@ -828,9 +839,15 @@ class HfOracle {
     if (m_.has(q + "gate_up_proj.weight"))
       return mlp(m_.at(q + "gate_up_proj.weight"), m_.at(q + "gate_up_proj.weight"), m_.at(q + "down_proj.weight"), hidden, x, 0, hidden);
     if (type_ == "granitemoe") return granite_moe(p + "block_sparse_moe.", x);
-    if (m_.has(p + "shared_mlp.input_linear.weight")) {
+    if (m_.has(p + "shared_mlp.input_linear.weight")) {  // Granite 4: the shared MLP, plus routed experts where present
       const auto& in = m_.at(p + "shared_mlp.input_linear.weight");
-      return mlp(in, in, m_.at(p + "shared_mlp.output_linear.weight"), hidden, x, 0, hidden);
+      const int shared = c_.value("shared_intermediate_size", hidden);
+      Vec y = mlp(in, in, m_.at(p + "shared_mlp.output_linear.weight"), shared, x, 0, shared);
+      if (m_.has(p + "block_sparse_moe.router.layer.weight")) {
+        const Vec routed = granite_moe(p + "block_sparse_moe.", x);
+        for (int k = 0; k < kD; ++k) y[size_t(k)] += routed[size_t(k)];
+      }
+      return y;
     }
     if (lfm2_ && m_.has(p + "feed_forward.gate.weight")) return lfm2_moe(p + "feed_forward.", x);
     if (lfm2_) return named_mlp(p + "feed_forward.", kInter, x, "w1", "w3", "w2");

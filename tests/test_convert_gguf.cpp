@@ -622,16 +622,22 @@ void write_lfm2_gguf(HfModel& m, const std::string& path) {
 // Granite 4.0-H as llama.cpp's converter writes it (granitehybrid): attention.head_count_kv 0 for
 // the Mamba-2 layer, ssm.* widths, rope.scaling.finetuned false for "nope"; ssm_in (Q8_0),
 // ssm_conv1d [channels, K] and its bias, ssm_a = -e^{A_log}, ssm_d, ssm_norm [G, inner / G];
-// q and k permuted as Llama's; the shared MLP as ffn_gate / ffn_up / ffn_down.
+// q and k permuted as Llama's; the shared MLP as ffn_gate / ffn_up / ffn_down, or beside routed
+// experts as ffn_*_shexp (expert_shared_feed_forward_length) with ffn_gate_inp and ffn_*_exps.
 void write_granite4h_gguf(HfModel& m, const std::string& path) {
   GgufWriter w;
+  const bool moe = m.config.value("num_local_experts", 0) > 0;
   const std::string a = "granitehybrid.";
   w.set_string("general.architecture", "granitehybrid");
   w.set_u32(a + "context_length", 64), w.set_u32(a + "embedding_length", kD), w.set_u32(a + "block_count", kLayers);
-  w.set_u32(a + "feed_forward_length", kInter), w.set_u32(a + "attention.head_count", kHeads);
+  w.set_u32(a + "feed_forward_length", moe ? kExpertHidden : kInter), w.set_u32(a + "attention.head_count", kHeads);
   w.set_u32(a + "attention.key_length", kHeadDim), w.set_u32(a + "attention.value_length", kHeadDim);
   w.set_f32(a + "attention.layer_norm_rms_epsilon", 1e-5f), w.set_f32(a + "rope.freq_base", 500.0f);
   w.set_bool(a + "rope.scaling.finetuned", false);
+  if (moe) {
+    w.set_u32(a + "expert_count", kExperts), w.set_u32(a + "expert_used_count", kTopK);
+    w.set_u32(a + "expert_shared_feed_forward_length", kInter);
+  }
   w.set_u32(a + "ssm.conv_kernel", kMambaConv), w.set_u32(a + "ssm.inner_size", kD), w.set_u32(a + "ssm.state_size", kMambaState);
   w.set_u32(a + "ssm.time_step_rank", kMambaHeads), w.set_u32(a + "ssm.group_count", 1);
   set_granite_scales(w, "granitehybrid");
@@ -661,9 +667,24 @@ void write_granite4h_gguf(HfModel& m, const std::string& path) {
     add(b + "attn_norm.weight", GgmlType::F32, {kD}, m.at(p + "input_layernorm.weight"));
     add(b + "ffn_norm.weight", GgmlType::F32, {kD}, m.at(p + "post_attention_layernorm.weight"));
     const std::vector<float>& in = m.at(p + "shared_mlp.input_linear.weight");
-    add(b + "ffn_gate.weight", GgmlType::F32, {kInter, kD}, {in.begin(), in.begin() + kInter * kD});
-    add(b + "ffn_up.weight", GgmlType::F32, {kInter, kD}, {in.begin() + kInter * kD, in.end()});
-    add(b + "ffn_down.weight", GgmlType::F32, {kD, kInter}, m.at(p + "shared_mlp.output_linear.weight"));
+    const std::string shexp = moe ? "_shexp.weight" : ".weight";
+    add(b + "ffn_gate" + shexp, GgmlType::F32, {kInter, kD}, {in.begin(), in.begin() + kInter * kD});
+    add(b + "ffn_up" + shexp, GgmlType::F32, {kInter, kD}, {in.begin() + kInter * kD, in.end()});
+    add(b + "ffn_down" + shexp, GgmlType::F32, {kD, kInter}, m.at(p + "shared_mlp.output_linear.weight"));
+    if (moe) {  // input_linear [E, 2 h, d]: each expert's gate rows, then its up rows
+      const std::string q = p + "block_sparse_moe.";
+      const std::vector<float>& experts = m.at(q + "input_linear.weight");
+      std::vector<float> gate, up;
+      for (int e = 0; e < kExperts; ++e) {
+        const auto first = experts.begin() + int64_t(e) * 2 * kExpertHidden * kD;
+        gate.insert(gate.end(), first, first + kExpertHidden * kD);
+        up.insert(up.end(), first + kExpertHidden * kD, first + 2 * kExpertHidden * kD);
+      }
+      add(b + "ffn_gate_inp.weight", GgmlType::F32, {kExperts, kD}, m.at(q + "router.layer.weight"));
+      add(b + "ffn_gate_exps.weight", GgmlType::F32, {kExperts, kExpertHidden, kD}, gate);
+      add(b + "ffn_up_exps.weight", GgmlType::F32, {kExperts, kExpertHidden, kD}, up);
+      add(b + "ffn_down_exps.weight", GgmlType::F32, {kExperts, kD, kExpertHidden}, m.at(q + "output_linear.weight"));
+    }
     if (i == 1) {
       const std::string q = p + "self_attn.";
       add(b + "attn_q.weight", GgmlType::F32, {kHeads * kHeadDim, kD}, permuted(m.at(q + "q_proj.weight"), kHeads, kD));
@@ -700,6 +721,17 @@ TEST(ConvertGguf, Granite4HybridMamba2MatchesHfForward) {
   EXPECT_TRUE(c.mixer(0).conv_bias);
   EXPECT_FALSE(c.mixer(1).rope.has_value());
   EXPECT_EQ(c.ffn(0).hidden, kInter);
+}
+
+TEST(ConvertGguf, Granite4HybridExpertsBesideTheSharedMlpMatchHfForward) {
+  TempDir dir;
+  HfModel m = make_granite4h(true);
+  write_granite4h_gguf(m, dir / "m.gguf");
+  expect_converted_matches(m, dir);
+  const FfnSpec& f = GgufModel(dir / "m.gguf").config().ffn(0);
+  EXPECT_EQ(f.kind, FfnKind::moe);
+  EXPECT_EQ(f.expert_hidden, kExpertHidden);
+  EXPECT_EQ(f.shared_hidden, kInter);
 }
 
 TEST(ConvertGguf, Lfm2ShortConvMatchesHfForward) {

@@ -85,6 +85,7 @@ TEST(ConvertHf, GraniteMultipliersMatchHfForward) { expect_logits_match(make_gra
 TEST(ConvertHf, Granite4RopeMatchesHfForward) { expect_logits_match(make_granite4("rope"), 1); }
 TEST(ConvertHf, Granite4NopeMatchesHfForward) { expect_logits_match(make_granite4("nope"), 1); }
 TEST(ConvertHf, Granite4HybridMamba2MatchesHfForward) { expect_logits_match(make_granite4h(), 1); }
+TEST(ConvertHf, Granite4HybridExpertsBesideTheSharedMlpMatchHfForward) { expect_logits_match(make_granite4h(true), 2); }
 TEST(ConvertHf, GraniteMoeMatchesHfForward) { expect_logits_match(make_granite(true), 2); }
 TEST(ConvertHf, MixtralMatchesHfForward) { expect_logits_match(make_dense_or_moe({.type = "mixtral", .moe = true}), 2); }
 TEST(ConvertHf, Qwen3MoePerExpertMatchesHfForward) {

@@ -344,8 +344,8 @@ TEST(HfConfigMapping, GraniteMultipliers) {
   EXPECT_NE(import_error(bad).find("residual_multiplier"), std::string::npos) << import_error(bad);
 }
 
-// Granite 4 without Mamba layers (micro: every layer attention, RoPE, the shared MLP only);
-// routed experts are refused naming the field.
+// Granite 4 without Mamba layers (micro: every layer attention, RoPE, the shared MLP only); with
+// routed experts, Granite MoE's routing beside the shared MLP.
 TEST(HfConfigMapping, Granite4AttentionOnly) {
   ModelConfig c = load_hf_config(fixture("granite-4.0-micro"));
   EXPECT_EQ(c.ffn(0).kind, FfnKind::dense);
@@ -356,9 +356,17 @@ TEST(HfConfigMapping, Granite4AttentionOnly) {
   Json j = fixture_json("granite-4.0-micro");
   j["position_embedding_type"] = "nope";
   EXPECT_FALSE(import_hf_config(j, "g4.json").mixer(0).rope.has_value());
-  j = fixture_json("granite-4.0-micro");
-  j["num_local_experts"] = 64;
-  EXPECT_NE(import_error(j).find("num_local_experts"), std::string::npos) << import_error(j);
+  j = fixture_json("granite-4.0-micro");  // H tiny's routing: 64 experts of 512, top 6, beside the shared MLP
+  j["num_local_experts"] = 64, j["num_experts_per_tok"] = 6, j["intermediate_size"] = 512;
+  const ModelConfig moe = import_hf_config(j, "g4moe.json");
+  EXPECT_EQ(moe.ffn(0).kind, FfnKind::moe);
+  EXPECT_EQ(moe.ffn(0).n_experts, 64);
+  EXPECT_EQ(moe.ffn(0).expert_hidden, 512);
+  EXPECT_EQ(moe.ffn(0).gates, GateNorm::softmax_topk);
+  EXPECT_EQ(moe.ffn(0).n_shared, 1);
+  EXPECT_EQ(moe.ffn(0).shared_hidden, 8192);
+  j["num_experts_per_tok"] = 65;
+  EXPECT_NE(import_error(j).find("num_experts_per_tok"), std::string::npos) << import_error(j);
 }
 
 // Granite 4.0-H: "mamba" layers become Mamba-2 mixers of mamba_n_heads x mamba_d_head channels

@@ -620,14 +620,14 @@ MixerSpec read_mamba2(JsonReader& r, const ModelConfig& c) {
 // only with position_embedding_type "rope" (the default, as the hybrid models' attention, is
 // "nope"). Mamba-2: mamba_n_heads heads of mamba_d_head ("auto": mamba_expand d_model / heads)
 // over mamba_expand d_model channels, mamba_n_groups groups of B and C of mamba_d_state,
-// mamba_d_conv taps with mamba_conv_bias. Routed experts are refused.
+// mamba_d_conv taps with mamba_conv_bias. With num_local_experts (H tiny, H small) every layer
+// routes as Granite MoE (softmax over the top-k logits, experts of intermediate_size) beside
+// the shared MLP as one shared expert.
 ModelConfig map_granitemoehybrid(JsonReader& r) {
   ModelConfig c = read_model(r, false, 1e-6);
   const int L = required_int(r, "num_hidden_layers", 1, kMaxLayers);
   const std::vector<bool> attention = read_layer_types(r, L, "attention", "mamba", [](int) { return false; });
   if (!r.has("layer_types")) r.fail("layer_types", "expected the list of \"attention\" and \"mamba\" layers");
-  if (r.integer_or("num_local_experts", 0, 0) > 0)
-    r.fail("num_local_experts", "Granite 4's routed experts are not supported (expected 0: the shared MLP alone)");
   MixerSpec m = read_attention(r, c, 10000.0);
   m.qkv_bias = m.o_bias = r.boolean_or("attention_bias", false);
   const std::string position = r.string_or("position_embedding_type", "nope");
@@ -635,8 +635,20 @@ ModelConfig map_granitemoehybrid(JsonReader& r) {
   else if (position != "rope") r.fail("position_embedding_type", "expected \"rope\" or \"nope\", got \"" + position + "\"");
   c.mixers.push_back({"attention", m});
   if (std::find(attention.begin(), attention.end(), false) != attention.end()) c.mixers.push_back({"mamba2", read_mamba2(r, c)});
-  c.ffns.push_back({"dense", dense_ffn(required_int(r, "shared_intermediate_size"), read_activation(r, "hidden_act", "silu"))});
-  schedule(c, L, [&](int i) { return std::pair{std::string(attention[size_t(i)] ? "attention" : "mamba2"), std::string("dense")}; });
+  const Activation act = read_activation(r, "hidden_act", "silu");
+  const int shared = required_int(r, "shared_intermediate_size");
+  const bool routed = r.integer_or("num_local_experts", 0, 0) > 0;
+  if (routed) {
+    FfnSpec f = routed_ffn(r, "num_local_experts", "intermediate_size", act);
+    f.gates = GateNorm::softmax_topk;
+    f.n_shared = 1, f.shared_hidden = shared;
+    c.ffns.push_back({"moe", f});
+  } else {
+    c.ffns.push_back({"dense", dense_ffn(shared, act)});
+  }
+  schedule(c, L, [&](int i) {
+    return std::pair{std::string(attention[size_t(i)] ? "attention" : "mamba2"), std::string(routed ? "moe" : "dense")};
+  });
   read_granite_multipliers(r, c);
   return c;
 }

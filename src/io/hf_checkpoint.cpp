@@ -147,11 +147,10 @@ std::vector<ElementRun> HfCheckpoint::layer_runs(int layer, const std::string& r
     if (m.kind == MixerKind::mamba2) return mamba2_runs(p + "mamba.", rel.substr(5), t, m);
     return attention_runs(p + "self_attn.", rel.substr(5), t, m);
   }
+  if (rel.rfind("ffn.", 0) == 0 && model_type_ == "granitemoehybrid") return granite_hybrid_ffn_runs(p, rel.substr(4), t);
   if (rel.rfind("ffn.", 0) == 0)
-    return ffn_runs(p + (model_type_ == "mixtral" || granite_moe(model_type_) ? "block_sparse_moe."
-                         : model_type_ == "granitemoehybrid"                   ? "shared_mlp."
-                                                                               : "mlp."),
-                    rel.substr(4), t, config_.ffn(layer));
+    return ffn_runs(p + (model_type_ == "mixtral" || granite_moe(model_type_) ? "block_sparse_moe." : "mlp."), rel.substr(4),
+                    t, config_.ffn(layer));
   throw IoError(dir_ + ": tensor " + t.name + " has no Hugging Face source for model_type " + model_type_);
 }
 
@@ -363,9 +362,6 @@ std::vector<ElementRun> HfCheckpoint::ffn_runs(const std::string& p, const std::
     return whole(q + (b == "b_gate" ? "gate_proj.bias" : b == "b_up" ? "up_proj.bias" : "down_proj.bias"), t.shape);
   };
   if (granite_moe(model_type_)) return granite_moe_runs(p, rel, t);
-  if (model_type_ == "granitemoehybrid" && (rel == "w_gate" || rel == "w_up"))  // shared_mlp.input_linear
-    return gate_or_up(p + "input_linear.weight", {2 * t.shape[0], t.shape[1]}, rel == "w_gate");
-  if (model_type_ == "granitemoehybrid" && rel == "w_down") return whole(p + "output_linear.weight", t.shape);
   if (rel == "w_gate" || rel == "w_up" || rel == "w_down") return mlp(p, rel, t.shape);
   if (rel == "b_gate" || rel == "b_up" || rel == "b_down") return bias(p, rel);
   if (rel == "router") return whole(p + "gate.weight", t.shape);
@@ -407,6 +403,16 @@ std::vector<ElementRun> HfCheckpoint::granite_moe_runs(const std::string& p, con
   if (rel == "experts.w_gate" || rel == "experts.w_up")
     return gate_or_up(p + "input_linear.weight", {t.shape[0], 2 * t.shape[1], t.shape[2]}, rel == "experts.w_gate");
   throw IoError(dir_ + ": tensor ffn." + rel + " has no Hugging Face source for model_type " + model_type_);
+}
+
+// Granite 4: the MLP (dense, or the MoE's one shared expert) is shared_mlp's input_linear [2 s,
+// d] (gate rows, then up rows) and output_linear; routed experts as Granite MoE's.
+std::vector<ElementRun> HfCheckpoint::granite_hybrid_ffn_runs(const std::string& p, const std::string& rel,
+                                                              const TensorInfo& t) const {
+  const std::string w = rel.rfind("shared.", 0) == 0 ? rel.substr(7) : rel;
+  if (w == "w_gate" || w == "w_up") return gate_or_up(p + "shared_mlp.input_linear.weight", {2 * t.shape[0], t.shape[1]}, w == "w_gate");
+  if (w == "w_down") return whole(p + "shared_mlp.output_linear.weight", t.shape);
+  return granite_moe_runs(p + "block_sparse_moe.", rel, t);
 }
 
 std::vector<std::string> HfCheckpoint::unused(const WeightMap& map) const {

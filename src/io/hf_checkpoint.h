@@ -64,6 +64,7 @@ class HfCheckpoint {
                                          const MixerSpec& m) const;
   std::vector<ElementRun> mla_runs(const std::string& p, const std::string& rel, const TensorInfo& t,
                                    const MixerSpec& m) const;
+  std::vector<ElementRun> granite_hybrid_ffn_runs(const std::string& p, const std::string& rel, const TensorInfo& t) const;
   std::vector<ElementRun> mamba2_runs(const std::string& p, const std::string& rel, const TensorInfo& t,
                                       const MixerSpec& m) const;
   std::vector<ElementRun> lfm2_runs(int layer, const std::string& p, const std::string& rel, const TensorInfo& t) const;

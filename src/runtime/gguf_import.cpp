@@ -316,7 +316,8 @@ void hybrid_layer_types(const GgufFile& f, const std::string& a, const char* att
 // Mamba-2 widths under ssm.* (time_step_rank heads, inner_size channels, state_size, group_count,
 // conv_kernel), the conv's bias where the first Mamba-2 layer has one; attention rotates only
 // where rope.scaling.finetuned is true or absent (llama.cpp's converter writes false for
-// position_embedding_type "nope"); feed_forward_length is the shared MLP's width.
+// position_embedding_type "nope"); feed_forward_length is the shared MLP's width, or with
+// experts an expert's (the shared one's is expert_shared_feed_forward_length).
 void granite_hybrid_config(const GgufFile& f, const std::string& a, Json& hf) {
   hybrid_layer_types(f, a, "attention", "mamba", hf);
   const int64_t d = hf["hidden_size"].get<int64_t>(), inner = f.integer(a + "ssm.inner_size");
@@ -333,7 +334,12 @@ void granite_hybrid_config(const GgufFile& f, const std::string& a, Json& hf) {
   hf["mamba_conv_bias"] = first != types.end() && f.find("blk." + num(first - types.begin()) + ".ssm_conv1d.bias") != nullptr;
   const GgufValue* rope = f.value(a + "rope.scaling.finetuned");
   hf["position_embedding_type"] = rope && rope->type == GgufType::boolean && rope->i == 0 ? "nope" : "rope";
-  if (hf.contains("intermediate_size")) hf["shared_intermediate_size"] = hf["intermediate_size"];
+  // With experts, feed_forward_length is an expert's width and the shared MLP's has its own key.
+  if (f.integer_or_none(a + "expert_count").value_or(0) > 0) {
+    if (auto shared = f.integer_or_none(a + "expert_shared_feed_forward_length")) hf["shared_intermediate_size"] = *shared;
+  } else if (hf.contains("intermediate_size")) {
+    hf["shared_intermediate_size"] = hf["intermediate_size"];
+  }
 }
 
 // LFM2: attention.head_count_kv per layer (hybrid_layer_types); shortconv.l_cache is the conv's
