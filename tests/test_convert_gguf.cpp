@@ -704,7 +704,8 @@ void write_granite4h_gguf(HfModel& m, const std::string& path) {
     for (float& x : a_neg) x = -std::exp(x);
     add(b + "ssm_a", GgmlType::F32, {kMambaHeads, 1}, a_neg);
     add(b + "ssm_d", GgmlType::F32, {kMambaHeads, 1}, m.at(q + "D"));
-    add(b + "ssm_norm.weight", GgmlType::F32, {1, kD}, m.at(q + "norm.weight"));
+    // [1, inner] as gguf-py writes one group's gain; llama-quantize writes it back as [inner].
+    add(b + "ssm_norm.weight", GgmlType::F32, moe ? Shape{kD} : Shape{1, kD}, m.at(q + "norm.weight"));
     add(b + "ssm_out.weight", GgmlType::F32, {kD, kD}, m.at(q + "out_proj.weight"));
   }
   w.write(path);

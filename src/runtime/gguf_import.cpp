@@ -510,10 +510,18 @@ GgufModel::GgufModel(const std::string& path) : file_(path) {
   config_ = import_hf_config(hf_, path);
 }
 
+// A shape without its leading 1s: llama-quantize writes a tensor's dimensions up to its last one
+// above 1 (ggml_n_dims), so [1, n] as gguf-py wrote it (Granite 4.0-H's ssm_norm for one group)
+// comes back as [n]. The elements and their order are the same.
+static Shape without_leading_ones(Shape s) {
+  while (s.size() > 1 && s.front() == 1) s.erase(s.begin());
+  return s;
+}
+
 const GgufTensor& GgufModel::source(const std::string& name, const Shape& expect) const {
   const GgufTensor* t = file_.find(name);
   if (!t) throw IoError(file_.path() + ": tensor " + name + " " + shape_text(expect) + " is missing (architecture " + arch_ + ")");
-  if (t->shape() != expect)
+  if (without_leading_ones(t->shape()) != without_leading_ones(expect))
     throw IoError(file_.path() + ": tensor " + name + " has shape " + shape_text(t->shape()) + ", expected " +
                   shape_text(expect) + " from the metadata");
   return *t;
