@@ -729,7 +729,8 @@ TEST(ConvertGguf, Granite4HybridExpertsBesideTheSharedMlpMatchHfForward) {
   HfModel m = make_granite4h(true);
   write_granite4h_gguf(m, dir / "m.gguf");
   expect_converted_matches(m, dir);
-  const FfnSpec& f = GgufModel(dir / "m.gguf").config().ffn(0);
+  const GgufModel model(dir / "m.gguf");  // held: the spec below refers into its config
+  const FfnSpec& f = model.config().ffn(0);
   EXPECT_EQ(f.kind, FfnKind::moe);
   EXPECT_EQ(f.expert_hidden, kExpertHidden);
   EXPECT_EQ(f.shared_hidden, kInter);
