@@ -84,7 +84,7 @@ void convolve(const Mamba2Weights& w, const Mamba2Dims& d, int64_t T, Mamba2Stat
   std::copy(xbc + T * C, xbc + (T + d.taps) * C, st.tail.begin());
 }
 
-// Head h over T tokens: the recurrence, then y * SiLU(z) into z (the gate is no longer needed).
+// Head h over T tokens: the recurrence, then y * SiLU(z) into z (which holds SiLU(z) already).
 void scan_head(const Mamba2Weights& w, const Mamba2Dims& d, int64_t T, int64_t h, Mamba2State& st, Mamba2Scratch& s) {
   const int64_t P = d.head_dim, N = d.state, C = d.channels();
   const int64_t g = h / (d.heads / d.groups);
@@ -102,7 +102,7 @@ void scan_head(const Mamba2Weights& w, const Mamba2Dims& d, int64_t T, int64_t h
       const float in = dt * x[p];
       for (int64_t n = 0; n < N; ++n) Sp[n] = decay * Sp[n] + in * B[n];
       const float y = kernels::dot(Sp, Cg, N) + D * x[p];
-      z[p] = y * (z[p] / (1.0f + std::exp(-z[p])));  // y SiLU(z)
+      z[p] *= y;  // z holds SiLU(z) (mix)
     }
   }
 }
@@ -112,6 +112,7 @@ void scan_head(const Mamba2Weights& w, const Mamba2Dims& d, int64_t T, int64_t h
 void mix(const Mamba2Weights& w, const ModelConfig& c, const Mamba2Dims& d, int64_t T, Mamba2State& st, Mamba2Scratch& s,
          kernels::ThreadPool* pool) {
   convolve(w, d, T, st, s);
+  kernels::silu(s.z.data(), T * d.inner(), s.z.data());
   kernels::run_items(pool, d.heads, [&](int64_t h) { scan_head(w, d, T, h, st, s); });
   const int64_t width = d.inner() / d.groups;
   for (int64_t t = 0; t < T; ++t)
