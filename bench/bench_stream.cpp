@@ -157,7 +157,6 @@ void BM_DecodeStreamPaths(benchmark::State& state, DType type) {
                  "'s pass time / PATH's, median over paired passes");
 }
 
-
 // The q8 and the q4 stream of one shape, one pass of each in turn, iterations times: the
 // rows' bytes per second of q4 over q8's (`q4_per_byte_vs_q8`, the median of the per-pair
 // ratios). Decode tokens at q4 run bytes_q8 / bytes_q4 (~1.89 for rows of whole groups) times

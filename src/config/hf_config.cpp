@@ -572,17 +572,23 @@ ModelConfig map_granite(JsonReader& r) {
   return c;
 }
 
+// Granite MoE's routing (granitemoe, and Granite 4's routed experts): num_local_experts experts
+// of intermediate_size, a softmax over the top-k router logits.
+FfnSpec granite_moe_ffn(JsonReader& r, Activation act) {
+  FfnSpec f = routed_ffn(r, "num_local_experts", "intermediate_size", act);
+  f.gates = GateNorm::softmax_topk;
+  return f;
+}
+
 // Granite MoE: the same multipliers; experts stacked as input_linear ([E, 2 ffn, d], gate rows
-// first) and output_linear, a softmax over the top-k router logits.
+// first) and output_linear, routed as granite_moe_ffn.
 ModelConfig map_granitemoe(JsonReader& r) {
   ModelConfig c = read_model(r, false, 1e-6);
   const int L = required_int(r, "num_hidden_layers", 1, kMaxLayers);
   MixerSpec m = read_attention(r, c, 10000.0);
   m.qkv_bias = m.o_bias = r.boolean_or("attention_bias", false);
   c.mixers.push_back({"attention", m});
-  FfnSpec f = routed_ffn(r, "num_local_experts", "intermediate_size", read_activation(r, "hidden_act", "silu"));
-  f.gates = GateNorm::softmax_topk;
-  c.ffns.push_back({"moe", f});
+  c.ffns.push_back({"moe", granite_moe_ffn(r, read_activation(r, "hidden_act", "silu"))});
   schedule(c, L, [](int) { return std::pair{std::string("attention"), std::string("moe")}; });
   read_granite_multipliers(r, c);
   return c;
@@ -639,8 +645,7 @@ ModelConfig map_granitemoehybrid(JsonReader& r) {
   const int shared = required_int(r, "shared_intermediate_size");
   const bool routed = r.integer_or("num_local_experts", 0, 0) > 0;
   if (routed) {
-    FfnSpec f = routed_ffn(r, "num_local_experts", "intermediate_size", act);
-    f.gates = GateNorm::softmax_topk;
+    FfnSpec f = granite_moe_ffn(r, act);
     f.n_shared = 1, f.shared_hidden = shared;
     c.ffns.push_back({"moe", f});
   } else {
