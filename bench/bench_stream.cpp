@@ -88,6 +88,22 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
+// One pass of a, then one of b, per iteration (back to back, so both see the same neighbours):
+// the medians of their GB/s and of the per-pair ratio b / a.
+struct PairedRates {
+  double a, b, b_over_a;
+};
+template <class A, class B>
+PairedRates paired_passes(benchmark::State& state, double bytes_a, A& a, double bytes_b, B& b) {
+  std::vector<double> rate_a, rate_b, ratio;
+  for (auto _ : state) {
+    rate_a.push_back(bytes_a / a() / 1e9);
+    rate_b.push_back(bytes_b / b() / 1e9);
+    ratio.push_back(rate_b.back() / rate_a.back());
+  }
+  return {median(rate_a), median(rate_b), median(ratio)};
+}
+
 // One pass over the stream in regions of `per` matrices, as decode runs a layer's products:
 // its seconds.
 struct StreamPass {
@@ -167,22 +183,95 @@ void BM_DecodeStreamTypes(benchmark::State& state) {
   const Stream& q4 = stream_of(DType::q4, shape);
   StreamPass pass8(q8, kShapes[shape].per_region, ThreadPool::shared(threads));
   StreamPass pass4(q4, kShapes[shape].per_region, ThreadPool::shared(threads));
-  std::vector<double> rate8, rate4, ratio;
-  for (auto _ : state) {
-    rate8.push_back(q8.bytes / pass8() / 1e9);
-    rate4.push_back(q4.bytes / pass4() / 1e9);
-    ratio.push_back(rate4.back() / rate8.back());
-  }
-  state.counters["GB/s_q8"] = median(rate8);
-  state.counters["GB/s_q4"] = median(rate4);
-  state.counters["q4_per_byte_vs_q8"] = median(ratio);
+  const PairedRates r = paired_passes(state, q8.bytes, pass8, q4.bytes, pass4);
+  state.counters["GB/s_q8"] = r.a;
+  state.counters["GB/s_q4"] = r.b;
+  state.counters["q4_per_byte_vs_q8"] = r.b_over_a;
   state.SetLabel(std::string(kShapes[shape].name) + " " + active_int8_path() + ", medians over paired passes");
 }
+
+// A plain read of the stream's bytes (every view's values, then its scales) in the same
+// regions and pieces as StreamPass: kernels::read_sum over each run of pieces, each thread
+// summing into its own counter (a shared one would bounce its cache line between cores at
+// every piece). The memory a decode pass reads, read as fast as loads alone read it.
+struct ReadPass {
+  const Stream& s;
+  size_t per;
+  ThreadPool& pool;
+  // One region's parts (values, scales) and the first piece of each; grown once.
+  std::vector<std::span<const uint8_t>> parts;
+  std::vector<int64_t> start;
+
+  double operator()() {
+    static constexpr int64_t kPiece = kItemBytes / kItemPieces;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (size_t first = 0; first < s.views.size(); first += per) {
+      const size_t last = std::min(s.views.size(), first + per);
+      // Pieces of the region's matrices numbered in order, values and scales apart.
+      parts.clear(), start.assign(1, 0);
+      for (size_t i = first; i < last; ++i) {
+        const MatrixView& w = s.views[i];
+        parts.emplace_back(static_cast<const uint8_t*>(w.packed), size_t(w.rows * w.row_bytes()));
+        parts.emplace_back(reinterpret_cast<const uint8_t*>(w.scales), size_t(w.rows * w.groups()) * sizeof(F16));
+      }
+      for (const auto& p : parts) start.push_back(start.back() + (int64_t(p.size()) + kPiece - 1) / kPiece);
+      pool.run_ranges(start.back(), kItemPieces, [&](int64_t begin, int64_t end) {
+        thread_local uint64_t sum = 0;
+        for (size_t k = 0; k < parts.size(); ++k) {
+          const int64_t b = std::max(begin, start[k]), e = std::min(end, start[k + 1]);
+          if (b >= e) continue;
+          const size_t from = size_t(b - start[k]) * kPiece, to = std::min(parts[k].size(), size_t(e - start[k]) * kPiece);
+          sum += read_sum(parts[k].data() + from, (to - from) / 8 * 8);
+        }
+        benchmark::DoNotOptimize(sum);
+      });
+    }
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+};
+
+// The decode stream against a plain read of the same bytes: one pass of each in turn (the
+// read first), 10 times. `kernel_vs_read` (the median of the per-pair ratios of the kernels' bytes per second
+// to the read's) is how close the kernels come to the bandwidth of the very memory they read,
+// free of the probe's own gigabyte: on the Zen 5 under KVM two 1 GiB buffers read up to ~10%
+// apart, so a roofline over the probe mixes the kernels' efficiency with where the pages lie.
+void BM_DecodeStreamVsRead(benchmark::State& state, DType type) {
+  const int threads = int(state.range(0)), shape = int(state.range(1));
+  const Stream& s = stream_of(type, shape);
+  ThreadPool& pool = ThreadPool::shared(threads);
+  StreamPass decode(s, kShapes[shape].per_region, pool);
+  ReadPass read{s, kShapes[shape].per_region, pool, {}, {}};
+  const PairedRates r = paired_passes(state, s.bytes, read, s.bytes, decode);
+  state.counters["GB/s_kernel"] = r.b;
+  state.counters["GB/s_read"] = r.a;
+  state.counters["kernel_vs_read"] = r.b_over_a;
+  state.SetLabel(std::string(to_string(type)) + " " + kShapes[shape].name + " " + active_int8_path() +
+                 ", medians over paired passes");
+}
+
+// A region with no work: the caller publishes n items, both threads take theirs and the
+// caller waits for the last, back to back (the worker spinning between them). The floor of
+// what each of decode's regions costs beyond its reads (nenya: ~440 regions a token).
+void BM_RegionHandOff(benchmark::State& state) {
+  ThreadPool& pool = ThreadPool::shared(2);
+  const int64_t items = state.range(0);
+  struct alignas(64) Slot {
+    int64_t ends = 0;
+  };
+  std::vector<Slot> slots(static_cast<size_t>(items));
+  for (auto _ : state) pool.run_ranges(items, 1, [&](int64_t b, int64_t e) { slots[size_t(b)].ends += e; });
+  benchmark::DoNotOptimize(slots.data());
+  state.SetLabel("2 threads, items of no work");
+}
+
 BENCHMARK_CAPTURE(BM_DecodeStream, q8, DType::q8)->ArgsProduct({{1, 2}, {0, 1, 2}})->ArgNames({"threads", "shape"})->Iterations(8)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_DecodeStream, q4, DType::q4)->ArgsProduct({{1, 2}, {0, 1, 2}})->ArgNames({"threads", "shape"})->Iterations(8)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 BENCHMARK_CAPTURE(BM_DecodeStreamPaths, q8, DType::q8)->ArgsProduct({{1, 2}, {0, 1, 2}})->ArgNames({"threads", "shape"})->Iterations(10)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_DecodeStreamPaths, q4, DType::q4)->ArgsProduct({{1, 2}, {0, 1, 2}})->ArgNames({"threads", "shape"})->Iterations(10)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_DecodeStreamVsRead, q8, DType::q8)->ArgsProduct({{1, 2}, {0, 1, 2}})->ArgNames({"threads", "shape"})->Iterations(10)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_DecodeStreamVsRead, q4, DType::q4)->ArgsProduct({{1, 2}, {0, 1, 2}})->ArgNames({"threads", "shape"})->Iterations(10)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_RegionHandOff)->Arg(2)->Arg(8)->ArgName("items")->UseRealTime();
 BENCHMARK(BM_DecodeStreamTypes)->ArgsProduct({{1, 2}, {0, 1, 2}})->ArgNames({"threads", "shape"})->Iterations(12)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
