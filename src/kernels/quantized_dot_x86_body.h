@@ -529,6 +529,13 @@ template <int R, int C, bool kQ4>
 // 3 -> 6 KB, 1 thread 27.5-30.6 -> 31.3-34.6 tokens/s (faster in 7 of 7 rounds, +8 to +17%),
 // 2 threads 54.9-71.1 -> 58.6-76.0 (4 of 5); 4, 5, 7, 8 and 12 KB between or below, 16 KB
 // near 6; OLMoE's q4 the same or faster (2 of 3 rounds, 30.9-33.0 -> 30.9-38.8 at 1 thread).
+// The scales are a stream of their own (row r's f16 scales at r x groups, the rows of a tile
+// side by side), which the prefetchers left to the hardware: each row asks for the next tile's
+// row j scales at this block, one line every four blocks. Zen 5 (zmm path), BM_DecodeStream's
+// passes with and without, alternating in one process (12 pairs, medians of the ratios, three
+// runs), 1 / 2 threads: the Llama FFN q4 1.06-1.14 / 1.05-1.10, q8 1.02-1.03 / 1.02-1.04;
+// nenya's 960 columns q4 1.05-1.10 / 1.00-1.05, q8 1.05-1.11 / 1.06-1.11; its experts q4
+// 1.08-1.14 / 1.08-1.11, q8 1.02-1.03 / 0.98-1.04. Two tiles ahead was no better.
 template <bool kQ4>
 constexpr int64_t kPrefetchBytes = kQ4 ? 3072 : 2048;
 constexpr int64_t kTilePrefetchBytes(bool to_l2) { return to_l2 ? 4096 : 6144; }
@@ -553,12 +560,18 @@ void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, 
     acc[j][t][p] = BlockAcc{};
   // Rows one after another: past this tile's R rows; a tile's run: along the run.
   const int64_t ahead = stride == kBlockBytes ? R * row_bytes + kPrefetchBytes<kQ4> : kTilePrefetchBytes(kToL2);
+  const int64_t next_tile_scales = R * w.groups();  // in f16 scales, from row j's to row j + R's
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* blk[R];
     WREN_UNROLL for (int j = 0; j < R; ++j) blk[j] = row[j] + stride * b;
-    if constexpr (C == 1)
+    if constexpr (C == 1) {
       WREN_UNROLL for (int j = 0; j < R; ++j) for (int64_t at = 0; at < kBlockBytes; at += 64)
         _mm_prefetch(reinterpret_cast<const char*>(blk[j] + at + ahead), kToL2 ? _MM_HINT_T1 : _MM_HINT_T0);
+      // The next tile's scales, row j's at this block: one line per 4 blocks (64 bytes of f16).
+      if (b % 4 == 0)
+        WREN_UNROLL for (int j = 0; j < R; ++j)
+          _mm_prefetch(reinterpret_cast<const char*>(sw[j] + 8 * b + next_tile_scales), kToL2 ? _MM_HINT_T1 : _MM_HINT_T0);
+    }
     BlockSum isum[R][C][kParts];
     if constexpr (kVnni) vnni_block_sums<R, C, kQ4>(blk, xq, b, isum);
     else avx2_block_sums<R, C, kQ4>(blk, xq, b, isum);
