@@ -191,38 +191,35 @@ void BM_DecodeStreamTypes(benchmark::State& state) {
 }
 
 // A plain read of the stream's bytes (every view's values, then its scales) in the same
-// regions and pieces as StreamPass: kernels::read_sum over each run of pieces, each thread
-// summing into its own counter (a shared one would bounce its cache line between cores at
-// every piece). The memory a decode pass reads, read as fast as loads alone read it.
+// regions and pieces as StreamPass, the pieces mapped to bytes by region.h's piece_rows (a
+// "row" here is a byte): kernels::read_sum over each run, each thread summing into its own
+// counter (a shared one would bounce its cache line between cores at every piece). The memory
+// a decode pass reads, read as fast as loads alone read it.
 struct ReadPass {
   const Stream& s;
   size_t per;
   ThreadPool& pool;
-  // One region's parts (values, scales) and the first piece of each; grown once.
-  std::vector<std::span<const uint8_t>> parts;
-  std::vector<int64_t> start;
+  // One region's parts (values, scales): their bytes, bytes per piece and first piece; grown once.
+  std::vector<const uint8_t*> data;
+  std::vector<int64_t> bytes, step, first;
 
   double operator()() {
-    static constexpr int64_t kPiece = kItemBytes / kItemPieces;
     const auto t0 = std::chrono::steady_clock::now();
-    for (size_t first = 0; first < s.views.size(); first += per) {
-      const size_t last = std::min(s.views.size(), first + per);
-      // Pieces of the region's matrices numbered in order, values and scales apart.
-      parts.clear(), start.assign(1, 0);
-      for (size_t i = first; i < last; ++i) {
+    for (size_t v0 = 0; v0 < s.views.size(); v0 += per) {
+      data.clear(), bytes.clear(), first.assign(1, 0);
+      for (size_t i = v0; i < std::min(s.views.size(), v0 + per); ++i) {
         const MatrixView& w = s.views[i];
-        parts.emplace_back(static_cast<const uint8_t*>(w.packed), size_t(w.rows * w.row_bytes()));
-        parts.emplace_back(reinterpret_cast<const uint8_t*>(w.scales), size_t(w.rows * w.groups()) * sizeof(F16));
+        data.push_back(static_cast<const uint8_t*>(w.packed)), bytes.push_back(w.rows * w.row_bytes());
+        data.push_back(reinterpret_cast<const uint8_t*>(w.scales)), bytes.push_back(w.rows * w.groups() * int64_t(sizeof(F16)));
       }
-      for (const auto& p : parts) start.push_back(start.back() + (int64_t(p.size()) + kPiece - 1) / kPiece);
-      pool.run_ranges(start.back(), kItemPieces, [&](int64_t begin, int64_t end) {
+      const int64_t n = int64_t(bytes.size());
+      step.assign(size_t(n), kItemBytes / kItemPieces);
+      for (int64_t k = 0; k < n; ++k) first.push_back(first.back() + (bytes[size_t(k)] + step[0] - 1) / step[0]);
+      pool.run_ranges(first.back(), kItemPieces, [&](int64_t begin, int64_t end) {
         thread_local uint64_t sum = 0;
-        for (size_t k = 0; k < parts.size(); ++k) {
-          const int64_t b = std::max(begin, start[k]), e = std::min(end, start[k + 1]);
-          if (b >= e) continue;
-          const size_t from = size_t(b - start[k]) * kPiece, to = std::min(parts[k].size(), size_t(e - start[k]) * kPiece);
-          sum += read_sum(parts[k].data() + from, (to - from) / 8 * 8);
-        }
+        piece_rows(first.data(), step.data(), bytes.data(), n, begin, end, [&](int64_t k, int64_t b0, int64_t b1) {
+          sum += read_sum(data[size_t(k)] + b0, size_t(b1 - b0) / 8 * 8);
+        });
         benchmark::DoNotOptimize(sum);
       });
     }
@@ -231,16 +228,17 @@ struct ReadPass {
 };
 
 // The decode stream against a plain read of the same bytes: one pass of each in turn (the
-// read first), 10 times. `kernel_vs_read` (the median of the per-pair ratios of the kernels' bytes per second
-// to the read's) is how close the kernels come to the bandwidth of the very memory they read,
-// free of the probe's own gigabyte: on the Zen 5 under KVM two 1 GiB buffers read up to ~10%
-// apart, so a roofline over the probe mixes the kernels' efficiency with where the pages lie.
+// read first), 10 times. `kernel_vs_read` (the median of the per-pair ratios of the kernels'
+// bytes per second to the read's) is how close the kernels come to the bandwidth of the very
+// memory they read, free of the probe's own gigabyte: on the Zen 5 under KVM two 1 GiB buffers
+// read up to ~10% apart, so a roofline over the probe mixes the kernels' efficiency with where
+// the pages lie.
 void BM_DecodeStreamVsRead(benchmark::State& state, DType type) {
   const int threads = int(state.range(0)), shape = int(state.range(1));
   const Stream& s = stream_of(type, shape);
   ThreadPool& pool = ThreadPool::shared(threads);
   StreamPass decode(s, kShapes[shape].per_region, pool);
-  ReadPass read{s, kShapes[shape].per_region, pool, {}, {}};
+  ReadPass read{s, kShapes[shape].per_region, pool, {}, {}, {}, {}};
   const PairedRates r = paired_passes(state, s.bytes, read, s.bytes, decode);
   state.counters["GB/s_kernel"] = r.b;
   state.counters["GB/s_read"] = r.a;

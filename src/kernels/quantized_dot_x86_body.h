@@ -561,16 +561,17 @@ void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, 
   // Rows one after another: past this tile's R rows; a tile's run: along the run.
   const int64_t ahead = stride == kBlockBytes ? R * row_bytes + kPrefetchBytes<kQ4> : kTilePrefetchBytes(kToL2);
   const int64_t next_tile_scales = R * w.groups();  // in f16 scales, from row j's to row j + R's
+  constexpr auto kHint = kToL2 ? _MM_HINT_T1 : _MM_HINT_T0;
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* blk[R];
     WREN_UNROLL for (int j = 0; j < R; ++j) blk[j] = row[j] + stride * b;
     if constexpr (C == 1) {
       WREN_UNROLL for (int j = 0; j < R; ++j) for (int64_t at = 0; at < kBlockBytes; at += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(blk[j] + at + ahead), kToL2 ? _MM_HINT_T1 : _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(blk[j] + at + ahead), kHint);
       // The next tile's scales, row j's at this block: one line per 4 blocks (64 bytes of f16).
       if (b % 4 == 0)
         WREN_UNROLL for (int j = 0; j < R; ++j)
-          _mm_prefetch(reinterpret_cast<const char*>(sw[j] + 8 * b + next_tile_scales), kToL2 ? _MM_HINT_T1 : _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(sw[j] + 8 * b + next_tile_scales), kHint);
     }
     BlockSum isum[R][C][kParts];
     if constexpr (kVnni) vnni_block_sums<R, C, kQ4>(blk, xq, b, isum);
@@ -585,7 +586,7 @@ void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, 
   }
   if constexpr (C == 1)
     WREN_UNROLL for (int j = 0; j < R; ++j) for (int64_t at = 0; at < row_bytes - kBlockBytes * blocks; at += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(tail[j] + at + ahead), kToL2 ? _MM_HINT_T1 : _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(tail[j] + at + ahead), kHint);
   __m256 sum[R][C];
   WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t) sum[j][t] = Lanes::groups(acc[j][t]);
   packed_tail<R, C, kQ4>(tail, sw, xq, blocks, w.groups(), sum);
