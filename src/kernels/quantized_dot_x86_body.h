@@ -529,6 +529,14 @@ template <int R, int C, bool kQ4>
 // 3 -> 6 KB, 1 thread 27.5-30.6 -> 31.3-34.6 tokens/s (faster in 7 of 7 rounds, +8 to +17%),
 // 2 threads 54.9-71.1 -> 58.6-76.0 (4 of 5); 4, 5, 7, 8 and 12 KB between or below, 16 KB
 // near 6; OLMoE's q4 the same or faster (2 of 3 rounds, 30.9-33.0 -> 30.9-38.8 at 1 thread).
+// Into L2 (Intel) the distance is 3456 bytes, not 4 KB: on a Xeon with AMX (family 6 model
+// 167 under KVM, zmm path) BM_DecodeStreamVsRead's q4 Llama FFN swept 1280-4608 bytes ahead
+// (two passes each, 1 thread) is not smooth but repeats pass to pass: 2560, 2816, 3072 and
+// 4096 read 0.88-0.92 of a plain read of the same bytes, 3328-3840 read 0.93-0.97
+// (3456: 0.96-0.97, 2 threads 0.97-0.98; 4096 0.89-0.90). Which lines then collide is not
+// known (no counters in the guest). The Llama-3.2-1B shape q4 tg32, 2 alternating rounds, 1 /
+// 2 threads: 19.8-20.1 / 38.1-38.3 -> 21.3-21.4 / 41.4-43.2 tokens/s (paired roofline 87% ->
+// 94-95%), OLMoE's q4 18.8-20.6 / 35.7-38.4 -> 21.1-23.1 / 39.0-41.3.
 // The scales are a stream of their own (row r's f16 scales at r x groups, the rows of a tile
 // side by side), which the prefetchers left to the hardware: each row asks for the next tile's
 // row j scales at this block, one line every four blocks. Zen 5 (zmm path), BM_DecodeStream's
@@ -538,7 +546,7 @@ template <int R, int C, bool kQ4>
 // 1.08-1.14 / 1.08-1.11, q8 1.02-1.03 / 0.98-1.04. Two tiles ahead was no better.
 template <bool kQ4>
 constexpr int64_t kPrefetchBytes = kQ4 ? 3072 : 2048;
-constexpr int64_t kTilePrefetchBytes(bool to_l2) { return to_l2 ? 4096 : 6144; }
+constexpr int64_t kTilePrefetchBytes(bool to_l2) { return to_l2 ? 3456 : 6144; }
 template <int R, int C, bool kQ4, bool kToL2 = false>
 void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, float* y, int64_t ldy) {
   constexpr DType kType = kQ4 ? DType::q4 : DType::q8;
