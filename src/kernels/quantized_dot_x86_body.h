@@ -529,14 +529,18 @@ template <int R, int C, bool kQ4>
 // 3 -> 6 KB, 1 thread 27.5-30.6 -> 31.3-34.6 tokens/s (faster in 7 of 7 rounds, +8 to +17%),
 // 2 threads 54.9-71.1 -> 58.6-76.0 (4 of 5); 4, 5, 7, 8 and 12 KB between or below, 16 KB
 // near 6; OLMoE's q4 the same or faster (2 of 3 rounds, 30.9-33.0 -> 30.9-38.8 at 1 thread).
-// Into L2 (Intel) the distance is 3456 bytes, not 4 KB: on a Xeon with AMX (family 6 model
-// 167 under KVM, zmm path) BM_DecodeStreamVsRead's q4 Llama FFN swept 1280-4608 bytes ahead
-// (two passes each, 1 thread) is not smooth but repeats pass to pass: 2560, 2816, 3072 and
-// 4096 read 0.88-0.92 of a plain read of the same bytes, 3328-3840 read 0.93-0.97
-// (3456: 0.96-0.97, 2 threads 0.97-0.98; 4096 0.89-0.90). Which lines then collide is not
-// known (no counters in the guest). The Llama-3.2-1B shape q4 tg32, 2 alternating rounds, 1 /
-// 2 threads: 19.8-20.1 / 38.1-38.3 -> 21.3-21.4 / 41.4-43.2 tokens/s (paired roofline 87% ->
-// 94-95%), OLMoE's q4 18.8-20.6 / 35.7-38.4 -> 21.1-23.1 / 39.0-41.3.
+// Into L2 (Intel) the distance is 3456 bytes, and a block's lines of the run are asked for in
+// address order. On a Xeon with AMX (family 6 model 167 under KVM, zmm path),
+// BM_DecodeStreamVsRead's q4 Llama FFN, 1 / 2 threads: the lines asked for row by row, which the
+// compiler scheduled out of order (row 0's first line, row 1's two, row 0's second, ...), read
+// 0.88-0.91 of a plain read of the same bytes 3456 bytes ahead, in address order 0.95-0.98 (3
+// alternating passes). In address order the distance swept from 1280 to 4608 bytes (two passes
+// each, 1 thread) is not smooth but repeats pass to pass: 2560, 2816, 3072 and 4096 read
+// 0.88-0.92, 3328-3840 read 0.93-0.97 (3456: 0.96-0.97, 2 threads 0.97-0.98). Which lines
+// collide is not known (no counters in the guest). The Llama-3.2-1B shape q4 tg32, 1 / 2
+// threads: 4 KB -> 3456 bytes (in order, 2 alternating rounds) 19.8-20.1 / 38.1-38.3 ->
+// 21.3-21.4 / 41.4-43.2 tokens/s; out of order -> in order (both 3456, 2 rounds) 18.1-18.7 /
+// 34.1-35.9 -> 19.7 / 38.4-38.9, OLMoE's q4 17.1-17.6 / 32.1-33.6 -> 18.2-18.4 / 33.9-34.7.
 // The scales are a stream of their own (row r's f16 scales at r x groups, the rows of a tile
 // side by side), which the prefetchers left to the hardware: each row asks for the next tile's
 // row j scales at this block, one line every four blocks. Zen 5 (zmm path), BM_DecodeStream's
@@ -574,8 +578,13 @@ void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, 
     const uint8_t* blk[R];
     WREN_UNROLL for (int j = 0; j < R; ++j) blk[j] = row[j] + stride * b;
     if constexpr (C == 1) {
-      WREN_UNROLL for (int j = 0; j < R; ++j) for (int64_t at = 0; at < kBlockBytes; at += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(blk[j] + at + ahead), kHint);
+      // A tile's run is one stream: its lines are asked for in address order, from one base.
+      if (stride != kBlockBytes)
+        _Pragma("GCC unroll 16") for (int64_t at = 0; at < R * kBlockBytes; at += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(blk[0] + at + ahead), kHint);
+      else
+        WREN_UNROLL for (int j = 0; j < R; ++j) for (int64_t at = 0; at < kBlockBytes; at += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(blk[j] + at + ahead), kHint);
       // The next tile's scales, row j's at this block: one line per 4 blocks (64 bytes of f16).
       if (b % 4 == 0)
         WREN_UNROLL for (int j = 0; j < R; ++j)
