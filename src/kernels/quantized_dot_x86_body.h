@@ -570,16 +570,18 @@ void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, 
   BlockAcc acc[R][C][kParts];
   WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t) WREN_UNROLL for (int p = 0; p < kParts; ++p)
     acc[j][t][p] = BlockAcc{};
-  // Rows one after another: past this tile's R rows; a tile's run: along the run.
-  const int64_t ahead = stride == kBlockBytes ? R * row_bytes + kPrefetchBytes<kQ4> : kTilePrefetchBytes(kToL2);
+  // Rows one after another: past this tile's R rows; a tile's run (its rows' blocks
+  // interleaved, one stream): along the run.
+  const bool one_run = stride != kBlockBytes;
+  const int64_t ahead = one_run ? kTilePrefetchBytes(kToL2) : R * row_bytes + kPrefetchBytes<kQ4>;
   const int64_t next_tile_scales = R * w.groups();  // in f16 scales, from row j's to row j + R's
   constexpr auto kHint = kToL2 ? _MM_HINT_T1 : _MM_HINT_T0;
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* blk[R];
     WREN_UNROLL for (int j = 0; j < R; ++j) blk[j] = row[j] + stride * b;
     if constexpr (C == 1) {
-      // A tile's run is one stream: its lines are asked for in address order, from one base.
-      if (stride != kBlockBytes)
+      // A run's lines are asked for in address order, from one base.
+      if (one_run)
         _Pragma("GCC unroll 16") for (int64_t at = 0; at < R * kBlockBytes; at += 64)
           _mm_prefetch(reinterpret_cast<const char*>(blk[0] + at + ahead), kHint);
       else
