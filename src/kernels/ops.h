@@ -123,12 +123,13 @@ void matmul_range(const MatrixView& w, const ActivationBatch& x, float* y, int64
 // matvec (q_lanes, q_nibble_lanes). The bytes are the file's, permuted within each row, so a
 // token reads as many bytes as before.
 //
-// Rows in tiles (q4): a q4 decode step reads four rows at a time, so in every whole tile of
-// packed_tile_rows (types.h) = 4 rows (counted from row 0) the rows' blocks are interleaved, block b of
-// row j of the tile at (4 b + j) x 128 bytes from the tile's start, and the rows' tails follow
-// the tile's blocks, one after another; rows after the last whole tile lie one after another.
-// A tile is then one run of memory read front to back, one stream for the prefetchers instead
-// of four 1 KB apart. q8 rows keep one row after another (tile of 1).
+// Rows in tiles (q4, and q8 rows of more than one block and a tail): a decode step reads four
+// such rows at a time, so in every whole tile of packed_tile_rows (types.h) = 4 rows (counted
+// from row 0) the rows' blocks are interleaved, block b of row j of the tile at (4 b + j) x the
+// block's bytes (q4 128, q8 256) from the tile's start, and the rows' tails follow the tile's
+// blocks, one after another; rows after the last whole tile lie one after another. A tile is
+// then one run of memory read front to back, one stream for the prefetchers instead of four
+// rows apart. Other q8 rows keep one row after another (a tile of 1).
 bool packable(const MatrixView& w);
 // Writes w's values in decode order to out ([w.rows * w.row_bytes()]); w must be packable
 // (KernelError otherwise). Set the result as w.packed to use it.

@@ -143,7 +143,7 @@ struct PackedRowOffsets {
   int64_t blocks, block_stride, tail;
 };
 inline PackedRowOffsets packed_row_offsets(DType type, int64_t rows, int64_t cols, int64_t r) {
-  const int64_t tile = packed_tile_rows(type), block_bytes = packed_block_bytes(type);
+  const int64_t tile = packed_tile_rows(type, cols), block_bytes = packed_block_bytes(type);
   const int64_t row_bytes = type == DType::q4 ? cols / 2 : cols, blocks = cols / 256;
   if (r >= rows / tile * tile) return {r * row_bytes, block_bytes, r * row_bytes + blocks * block_bytes};
   const int64_t first = r / tile * tile, j = r - first, base = first * row_bytes;
@@ -156,7 +156,7 @@ inline PackedRowOffsets packed_row_at(DType type, const MatrixView& w, int64_t r
 // The view's rows before this one have their blocks interleaved in tiles: a tile of rows the
 // kernels read may not cross it, since it steps all its rows by one stride.
 inline int64_t packed_tiles_end(const MatrixView& w) {
-  const int64_t rows = w.packed_copy_rows(), tile = packed_tile_rows(w.type);
+  const int64_t rows = w.packed_copy_rows(), tile = packed_tile_rows(w.type, w.cols);
   return std::clamp<int64_t>(rows / tile * tile - w.packed_first, 0, w.rows);
 }
 // Whether the SIMD paths may read w.packed: an activation that passed

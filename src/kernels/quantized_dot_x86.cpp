@@ -27,15 +27,19 @@
 
 namespace wren::kernels::quantized {
 
-// Whether q4 decode rows prefetch into L2 only (packed_tile's kToL2): on Intel cores, not on
+// Whether decode rows prefetch into L2 only (packed_tile's kToL2): on Intel cores, not on
 // AMD's. On an Emerald Rapids Xeon (zmm path, tg32, 12 alternating rounds over one shared
 // afternoon) the Llama-3.2-1B shape q4 with its lines sent to L2 rather than L1 was faster in 9
 // of 12 rounds at 1 thread and 9 of 12 at 2, medians 19.0 -> 20.0 and 35.5 -> 38.2 tokens/s;
 // OLMoE's q4 in both of 2 rounds (19.6-20.5 / 36.7-38.4 -> 20.9-21.2 / 38.2-39.7). q8 rows
-// were no faster (the Llama shape within the rounds' noise), so they keep L1 everywhere. AMD's
-// Zen 4 documents prefetcht1 as an L2 fill but has been measured to drop some of them (Wang et
-// al. 2024, arXiv 2411.02814), and the Zen 5 tuning of these distances used L1, so AMD keeps it.
-bool prefetch_q4_to_l2();
+// were no faster there (the Llama shape within the rounds' noise); on a Xeon with AMX (family 6
+// model 167, zmm path, BM_DecodeStreamVsRead, 1 / 2 threads, 2 alternating passes) the Llama
+// FFN's q8 rows read 0.94-0.95 of a plain read of their bytes into L1 and 0.97-0.98 into L2,
+// and nenya's 960-column rows 0.84-0.85 into L1, 0.88 into L2, 0.92-0.93 into L2 in tiles of
+// four (types.h packed_tile_rows), so q8 rows go to L2 on Intel too. AMD's Zen 4 documents
+// prefetcht1 as an L2 fill but has been measured to drop some of them (Wang et al. 2024, arXiv
+// 2411.02814), and the Zen 5 tuning of these distances used L1, so AMD keeps it.
+bool prefetch_to_l2();
 
 WREN_TARGET_PUSH("avx2,fma,f16c")
 namespace avx2 {
@@ -165,7 +169,7 @@ bool has_avxvnni() { return features().avxvnni; }
 bool has_full_speed_zmm() { return features().avx512vbmi2; }
 }  // namespace
 
-bool prefetch_q4_to_l2() { return features().intel; }
+bool prefetch_to_l2() { return features().intel; }
 
 namespace {
 

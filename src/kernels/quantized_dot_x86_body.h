@@ -513,8 +513,8 @@ template <int R, int C, bool kQ4>
 // 1 / 2 threads: the Llama-3.2-1B shape q4 30.5-31.7 / 57.0-59.1 -> 32.3-33.0 / 61.0-62.4
 // tokens/s, nenya q8 36.9-38.9 / 66.3-71.2 -> 41.3-42.8 / 72.4-76.5; the Llama shape q8 the
 // same (23.5-23.6 / 44.0-44.1 against 23.0-23.8 / 43.6-45.8).
-// kToL2: the lines go to L2 only (prefetcht1), not L1; packed_rows takes it for q4 rows where
-// prefetch_q4_to_l2() says so.
+// kToL2: the lines go to L2 only (prefetcht1), not L1; packed_rows takes it where
+// prefetch_to_l2() says so.
 // q4 rows in a tile of four (ops.h pack_for_dot) are one run read front to back, so the
 // distance is along that run (kTilePrefetchBytes). Emerald Rapids, zmm path: BM_DecodeStream
 // q4 llama-ffn at 1 thread, 5 alternating passes, four rows one after another 14.6-15.0 GB/s,
@@ -523,7 +523,7 @@ template <int R, int C, bool kQ4>
 // 1 thread. Along the run, 3 alternating rounds at 1 / 2 threads: into L2 4, 6, 8 or 12 KB
 // ahead the same (20.9-21.7 / 39.9-41.6 medians), into L1 3 KB the same and 4 KB 6% slower
 // (19.6-19.9 / 37.0-38.2); a prefetch for every other line or fewer, 15-20% slower. Into L1
-// (AMD's choice, prefetch_q4_to_l2) it goes 6 KB ahead: a Zen 5 core streams twice the
+// (AMD's choice, prefetch_to_l2) it goes 6 KB ahead: a Zen 5 core streams twice the
 // Emerald Rapids' bytes, so twice the bytes must be on their way. Zen 5 (family 26, zmm
 // path), the Llama-3.2-1B shape q4 tg32, builds alternating, best of 3 repetitions per run:
 // 3 -> 6 KB, 1 thread 27.5-30.6 -> 31.3-34.6 tokens/s (faster in 7 of 7 rounds, +8 to +17%),
@@ -551,15 +551,20 @@ template <int R, int C, bool kQ4>
 template <bool kQ4>
 constexpr int64_t kPrefetchBytes = kQ4 ? 3072 : 2048;
 constexpr int64_t kTilePrefetchBytes(bool to_l2) { return to_l2 ? 3456 : 6144; }
-template <int R, int C, bool kQ4, bool kToL2 = false>
+template <int R, int C, bool kQ4, int kTile, bool kToL2 = false>
 void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, float* y, int64_t ldy) {
   constexpr DType kType = kQ4 ? DType::q4 : DType::q8;
   constexpr int64_t kBlockBytes = packed_block_bytes(kType);
   const int64_t blocks = w.cols / 256, row_bytes = kQ4 ? w.cols / 2 : w.cols;
-  // Row j's block b at row[j] + stride b, its tail at tail[j]. The caller keeps a tile on one
-  // side of packed_tiles_end, so one stride serves its rows.
+  // Row j's block b at row[j] + stride b, its tail at tail[j]; the rows lie in tiles of kTile
+  // (by_layout), so the stride is kTile blocks. q8 has it when compiled, q4 reads the same
+  // value from the offsets: on a Xeon with AMX (BM_DecodeStreamVsRead, 2 alternating passes)
+  // q8 rows of one block and a tail read 0.81-0.86 of a plain read with the stride read at run
+  // time and 0.90 with it known, and the Llama FFN's q4 rows 0.87 with it known against
+  // 0.95-0.97. The hot loops' instructions differ little (prefetches and loads from one base
+  // either way); why the code is slower, not found: measure before reshaping this.
   const auto* packed = static_cast<const uint8_t*>(w.packed);
-  const int64_t stride = packed_tile_rows(kType) == 1 ? kBlockBytes : packed_row_at(kType, w, r).block_stride;
+  const int64_t stride = kQ4 ? packed_row_at(kType, w, r).block_stride : kTile * kBlockBytes;
   const uint8_t *row[R], *tail[R];
   const F16* sw[R];
   WREN_UNROLL for (int j = 0; j < R; ++j) {
@@ -672,28 +677,38 @@ void one_group_rows(const MatrixView& w, const QuantizedActivation& xq, int64_t 
 // side (four streams 256 bytes apart per step) read 1 GiB at a third of the speed on Zen 4 under
 // KVM (4.5 vs 13.9 GB/s, 1 thread). Stored q4 rows: kRows at a time, then the rest one at a
 // time.
-template <bool kQ4, bool kToL2>
+template <bool kQ4, int kTile, bool kToL2>
 void packed_rows_in(const MatrixView& w, const QuantizedActivation& xq, int64_t r0, int64_t r1, float* out) {
   int64_t r = r0;
   if (w.cols % 256 == 0)
     for (; r + kDecodeRows<kQ4> <= r1; r += kDecodeRows<kQ4>)
-      packed_tile<kDecodeRows<kQ4>, 1, kQ4, kToL2>(w, &xq, r, out + (r - r0), 1);
-  for (; r + 4 <= r1; r += 4) packed_tile<4, 1, kQ4, kToL2>(w, &xq, r, out + (r - r0), 1);
-  for (; r + 2 <= r1; r += 2) packed_tile<2, 1, kQ4, kToL2>(w, &xq, r, out + (r - r0), 1);
-  for (; r < r1; ++r) packed_tile<1, 1, kQ4, kToL2>(w, &xq, r, out + (r - r0), 1);
+      packed_tile<kDecodeRows<kQ4>, 1, kQ4, kTile, kToL2>(w, &xq, r, out + (r - r0), 1);
+  for (; r + 4 <= r1; r += 4) packed_tile<4, 1, kQ4, kTile, kToL2>(w, &xq, r, out + (r - r0), 1);
+  for (; r + 2 <= r1; r += 2) packed_tile<2, 1, kQ4, kTile, kToL2>(w, &xq, r, out + (r - r0), 1);
+  for (; r < r1; ++r) packed_tile<1, 1, kQ4, kTile, kToL2>(w, &xq, r, out + (r - r0), 1);
 }
-// The rows in tiles (packed_tiles_end), then the rest.
+// rows(a, b) over rows [r0, r1) of a packed copy in its two parts: the rows in tiles
+// (packed_tiles_end) as rows.template operator()<packed_tile_rows>, then the rest as <1>, so
+// a tile of the kernels never crosses between them and steps its rows by a stride known
+// when compiled.
+template <bool kQ4, class Rows>
+void by_layout(const MatrixView& w, int64_t r0, int64_t r1, Rows&& rows) {
+  constexpr DType kType = kQ4 ? DType::q4 : DType::q8;
+  const int64_t split = std::clamp(packed_tiles_end(w), r0, r1);
+  if (packed_tile_rows(kType, w.cols) == 4) rows.template operator()<4>(r0, split);  // 4 or 1 (types.h)
+  else rows.template operator()<1>(r0, split);
+  rows.template operator()<1>(split, r1);
+}
 template <bool kQ4, bool kToL2>
 void packed_rows_to(const MatrixView& w, const QuantizedActivation& xq, int64_t r0, int64_t r1, float* out) {
   if (w.cols == 32) return one_group_rows<kQ4>(w, xq, r0, r1, out);
-  const int64_t split = std::clamp(packed_tiles_end(w), r0, r1);
-  packed_rows_in<kQ4, kToL2>(w, xq, r0, split, out);
-  packed_rows_in<kQ4, kToL2>(w, xq, split, r1, out + (split - r0));
+  by_layout<kQ4>(w, r0, r1, [&]<int kTile>(int64_t a, int64_t b) {
+    packed_rows_in<kQ4, kTile, kToL2>(w, xq, a, b, out + (a - r0));
+  });
 }
 template <bool kQ4>
 void packed_rows(const MatrixView& w, const QuantizedActivation& xq, int64_t r0, int64_t r1, float* out) {
-  if constexpr (kQ4)
-    if (prefetch_q4_to_l2()) return packed_rows_to<true, true>(w, xq, r0, r1, out);
+  if (prefetch_to_l2()) return packed_rows_to<kQ4, true>(w, xq, r0, r1, out);
   packed_rows_to<kQ4, false>(w, xq, r0, r1, out);
 }
 
@@ -815,21 +830,22 @@ void q4_pairs_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r
   WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t) y[t * ldy + j] = hsum(acc[j][t]);
 }
 
-// The blocking: quantized_dot.h gemm_blocks with this path's tiles; over packed rows, the
-// rows in tiles (packed_tiles_end) and then the rest, so no tile of rows crosses between them.
-template <class Tile>
-void packed_gemm_blocks(const MatrixView& w, int64_t n_tokens, int64_t r0, int64_t r1, float* y, int64_t ldy, Tile tile) {
-  const int64_t split = std::clamp(packed_tiles_end(w), r0, r1);
-  gemm_blocks<kGemmRows, kGemmTokens>(n_tokens, r0, split, y, ldy, tile);
-  gemm_blocks<kGemmRows, kGemmTokens>(n_tokens, split, r1, y + (split - r0), ldy, tile);
+// The blocking: quantized_dot.h gemm_blocks with this path's tiles, over the parts of the
+// packed copy (by_layout).
+template <bool kQ4>
+void packed_gemm_blocks(const MatrixView& w, const QuantizedActivation* xq, int64_t n_tokens, int64_t r0, int64_t r1,
+                        float* y, int64_t ldy) {
+  by_layout<kQ4>(w, r0, r1, [&]<int kTile>(int64_t a, int64_t b) {
+    gemm_blocks<kGemmRows, kGemmTokens>(n_tokens, a, b, y + (a - r0), ldy, [&]<int R, int C>(int64_t r, int64_t t, float* out) {
+      packed_tile<R, C, kQ4, kTile>(w, xq + t, r, out, ldy);
+    });
+  });
 }
 void q8_gemm(const MatrixView& w, const QuantizedActivation* xq, int64_t n_tokens, int64_t r0, int64_t r1,
              float* y, int64_t ldy) {
   if (w.group % 32 != 0) return q8_gemm_scalar(w, xq, n_tokens, r0, r1, y, ldy);
   if (n_tokens > 0 && use_packed(w))  // every xq[t] passed the check, so lanes too
-    return packed_gemm_blocks(w, n_tokens, r0, r1, y, ldy, [&]<int R, int C>(int64_t r, int64_t t, float* out) {
-      packed_tile<R, C, false>(w, xq + t, r, out, ldy);
-    });
+    return packed_gemm_blocks<false>(w, xq, n_tokens, r0, r1, y, ldy);
   gemm_blocks<kGemmRows, kGemmTokens>(n_tokens, r0, r1, y, ldy, [&]<int R, int C>(int64_t r, int64_t t, float* out) {
     tile_block<R, C, false>(w, xq + t, r, out, ldy);
   });
@@ -839,9 +855,7 @@ void q4_gemm(const MatrixView& w, const QuantizedActivation* xq, int64_t n_token
              float* y, int64_t ldy) {
   if (w.group % 32 != 0) return q4_gemm_scalar(w, xq, n_tokens, r0, r1, y, ldy);
   if (n_tokens > 0 && use_packed(w))
-    return packed_gemm_blocks(w, n_tokens, r0, r1, y, ldy, [&]<int R, int C>(int64_t r, int64_t t, float* out) {
-      packed_tile<R, C, true>(w, xq + t, r, out, ldy);
-    });
+    return packed_gemm_blocks<true>(w, xq, n_tokens, r0, r1, y, ldy);
   if (w.group == 32 && w.groups() % 8 == 0)
     return gemm_blocks<kGemmRows, kGemmTokens>(n_tokens, r0, r1, y, ldy, [&]<int R, int C>(int64_t r, int64_t t, float* out) {
       q4_pairs_tile<R, C>(w, xq + t, r, out, ldy);
