@@ -658,10 +658,11 @@ void one_group_rows(const MatrixView& w, const QuantizedActivation& xq, int64_t 
   for (; r < r1; ++r) out[r - r0] = hsum(lanes(r));
 }
 
-// Rows [r0, r1). Groups that are not whole 32-column blocks go to the plain path. Packed rows
-// lie in one run of memory (row r + 1 starts where r ends), so R rows at a time are still one
-// stream, and each block's offsets, scales and reductions serve R rows with R times the
-// independent work. Rows of whole 256-column blocks go kDecodeRows at a time (four, or eight q8
+// Rows [r0, r1) of a part of the packed copy whose tiles are kTile rows (by_layout). Groups
+// that are not whole 32-column blocks go to the plain path. Packed rows lie in one run of
+// memory (row r + 1 starts where r ends, or a tile's rows' blocks interleaved), so R rows at a
+// time are still one stream, and each block's offsets, scales and reductions serve R rows
+// with R times the independent work. Rows of whole 256-column blocks go kDecodeRows at a time (four, or eight q8
 // rows on the AVX-512 paths). Four against two on a Zen 5 under KVM (probe 35-38 GB/s at 1
 // thread) the Llama-3.2-1B shape, alternating, 3 rounds, 1 / 2 threads: q8 15.8-16.5 / 31.3-31.8
 // -> 19.0-19.1 / 35.9-37.1 tokens/s (zmm path), 15.2 / 29.1-29.6 -> 17.1-17.2 / 29.6-33.8
