@@ -229,7 +229,8 @@ TEST(KernelsPackedDot, EveryPathReadsThePackedCopyAndMatchesTheExactSum) {
       for (int64_t r = 0; r < cs.rows; ++r)
         ASSERT_NEAR(y[size_t(r)], exact[size_t(r)], quantized_tolerance(v, r, xq)) << "row " << r;
       // A slice of rows carries its part of the packed copy, wherever it starts and ends in
-      // the copy's tiles of rows (q4: four), and its rows give the same bits.
+      // the copy's tiles of rows (four: q4, and q8 of more than one block and a tail), and its
+      // rows give the same bits.
       for (int64_t first = 1; first < cs.rows; ++first)
         for (int64_t count : {int64_t(1), cs.rows - first}) {
           std::vector<float> part(size_t(count), NAN);
@@ -245,8 +246,9 @@ TEST(KernelsPackedDot, EveryPathReadsThePackedCopyAndMatchesTheExactSum) {
 }
 
 // Gathered packed rows (the LM head's candidates) are the packed copy of a matrix of those
-// rows alone: the oracle packs that matrix from its own rows. Row counts across q4's tiles of
-// four, with and without a tail, from a whole matrix and from a slice.
+// rows alone: the oracle packs that matrix from its own rows. Row counts across the tiles of
+// four (q4, and q8 of 960 columns), with and without a tail, from a whole matrix and from a
+// slice.
 TEST(KernelsPackedDot, GatheredRowsAreThePackedCopyOfThoseRows) {
   std::mt19937 rng(38);
   for (DType t : {DType::q8, DType::q4})

@@ -150,6 +150,21 @@ TEST(KernelsQuantizedGemm, PackedCopiesAreReadInsteadOfTheRows) {
             ASSERT_EQ(got, alone[size_t(r)]) << "token " << t << " row " << r;
           }
         }
+        // A slice of the packed copy, starting anywhere in the copy's tiles of rows (four: q4,
+        // and q8 of more than one block and a tail), and the same rows as a range of the whole
+        // give the whole's bits.
+        if (n != 5) continue;
+        for (int64_t first = 1; first < k.rows; first += 2) {
+          const int64_t count = k.rows - first;
+          std::vector<float> part(size_t(n * ldy), NAN), range(size_t(n * ldy), NAN);
+          matmul_range(w.slice_rows(first, count), {x.data(), ldx, xq.data(), n}, part.data(), ldy, 0, count);
+          matmul_range(w, {x.data(), ldx, xq.data(), n}, range.data(), ldy, first, k.rows);
+          for (int64_t t = 0; t < n; ++t)
+            for (int64_t r = first; r < k.rows; ++r) {
+              ASSERT_EQ(part[size_t(t * ldy + r - first)], y[size_t(t * ldy + r)]) << "slice at " << first << " row " << r;
+              ASSERT_EQ(range[size_t(t * ldy + r)], y[size_t(t * ldy + r)]) << "range from " << first << " row " << r;
+            }
+        }
       }
     });
   }

@@ -515,8 +515,8 @@ template <int R, int C, bool kQ4>
 // same (23.5-23.6 / 44.0-44.1 against 23.0-23.8 / 43.6-45.8).
 // kToL2: the lines go to L2 only (prefetcht1), not L1; packed_rows takes it where
 // prefetch_to_l2() says so.
-// q4 rows in a tile of four (ops.h pack_for_dot) are one run read front to back, so the
-// distance is along that run (kTilePrefetchBytes). Emerald Rapids, zmm path: BM_DecodeStream
+// Rows in a tile of four (ops.h pack_for_dot: q4, and q8 of more than one block and a tail)
+// are one run read front to back, so the distance is along that run (kTilePrefetchBytes). Emerald Rapids, zmm path: BM_DecodeStream
 // q4 llama-ffn at 1 thread, 5 alternating passes, four rows one after another 14.6-15.0 GB/s,
 // the tile's run 14.7-15.4 (4 KB ahead into L2) and 15.2-15.4 (3 KB ahead into L1); the
 // Llama-3.2-1B shape q4 tg32, 3 alternating rounds, medians 20.8-21.1 -> 21.3-21.6 tokens/s at
