@@ -98,8 +98,9 @@ struct MatrixView {
 // 0.92-0.93 in tiles of four; q8 rows of whole blocks (eight to a zmm tile, which then reads
 // two runs) 0.97-0.98 one after another against 0.85, and rows of one block and a tail
 // (nenya's 384-column experts) 0.90 against 0.83.
+constexpr int64_t kPackedTileRows = 4;
 constexpr int64_t packed_tile_rows(DType type, int64_t cols) {
-  return type == DType::q4 || (cols > 512 && cols % 256 != 0) ? 4 : 1;
+  return type == DType::q4 || (cols > 512 && cols % 256 != 0) ? kPackedTileRows : 1;
 }
 
 // An owning matrix, for conversion, tests and benchmarks (the engine maps files instead).
