@@ -301,32 +301,40 @@ TEST(MlaBatch, EqualsDecodeRowByRow) {
   }
 }
 
-// The per-head split over threads changes nothing: same bits with 1 or 2 threads, on a cache
-// long enough to take the parallel path.
+// The absorbed form splits the cache into up to 4 parts of whole 64-row tiles and each part's
+// heads into groups (absorbed_values), by the length and the head count alone. The head counts
+// reach every grouping: 4 heads (one group of four), 6 (no group of a multiple of four: groups
+// of one or two heads, which the tile kernels take one at a time), 16 (groups of four at one
+// part, of eight at four); the lengths one to five tiles, across the 64-row tile bounds.
+const std::vector<int> kHeadCounts = {4, 6, 16};
+
+// The split changes nothing: same bits with 1 or 2 threads, on caches long enough to take the
+// parallel path, and the reference form's values.
 TEST(MlaAbsorbed, ThreadCountIndependent) {
   const int d = 96;
-  const MixerSpec m = mla_spec(4, 0, 64, 16, 8, 16, true, true);
-  Layer L(m, d, DType::f32, 0, 11);
-  const ModelConfig c = config_for(d);
-  MlaCache cache;
-  cache.init(m, 200);
-  MlaScratch s;
-  s.reserve(m, 200);
-  kernels::ThreadPool pool(2);
-  std::mt19937 rng(12);
-  std::vector<float> one(d), two(d), ref(d);
-  // One and two tiles (one or two parts, each head in a group of its own), three and four
-  // tiles (three or four parts of two head groups).
-  const std::vector<int64_t> checked = {40, 100, 150, 199};
-  for (int64_t pos = 0; pos < 200; ++pos) {
-    const std::vector<float> x = randn(d, rng);
-    mla_append(L.w, m, c, x.data(), pos, cache, s, &pool);
-    if (std::find(checked.begin(), checked.end(), pos) == checked.end()) continue;
-    mla_attention_absorbed(L.w, m, c, x.data(), pos, cache, s, one.data(), nullptr);
-    mla_attention_absorbed(L.w, m, c, x.data(), pos, cache, s, two.data(), &pool);
-    mla_attention(L.w, m, c, x.data(), pos, cache, s, ref.data(), &pool);
-    for (int i = 0; i < d; ++i) ASSERT_EQ(one[size_t(i)], two[size_t(i)]) << "pos " << pos << " i " << i;
-    EXPECT_LE(max_rel_diff(two, ref), 1e-5) << "pos " << pos;
+  for (int heads : kHeadCounts) {
+    SCOPED_TRACE("heads " + std::to_string(heads));
+    const MixerSpec m = mla_spec(heads, 0, 64, 16, 8, 16, true, true);
+    Layer L(m, d, DType::f32, 0, 11);
+    const ModelConfig c = config_for(d);
+    MlaCache cache;
+    cache.init(m, 300);
+    MlaScratch s;
+    s.reserve(m, 300);
+    kernels::ThreadPool pool(2);
+    std::mt19937 rng(12);
+    std::vector<float> one(d), two(d), ref(d);
+    const std::vector<int64_t> checked = {40, 100, 150, 199, 299};
+    for (int64_t pos = 0; pos < 300; ++pos) {
+      const std::vector<float> x = randn(d, rng);
+      mla_append(L.w, m, c, x.data(), pos, cache, s, &pool);
+      if (std::find(checked.begin(), checked.end(), pos) == checked.end()) continue;
+      mla_attention_absorbed(L.w, m, c, x.data(), pos, cache, s, one.data(), nullptr);
+      mla_attention_absorbed(L.w, m, c, x.data(), pos, cache, s, two.data(), &pool);
+      mla_attention(L.w, m, c, x.data(), pos, cache, s, ref.data(), &pool);
+      for (int i = 0; i < d; ++i) ASSERT_EQ(one[size_t(i)], two[size_t(i)]) << "pos " << pos << " i " << i;
+      EXPECT_LE(max_rel_diff(two, ref), 1e-5) << "pos " << pos;
+    }
   }
 }
 
@@ -334,29 +342,31 @@ TEST(MlaAbsorbed, ThreadCountIndependent) {
 // cache, over lengths that cross the 64-row tiles and the split into parts, with 2 threads.
 TEST(MlaAbsorbed, EqualsReferenceOnEachCacheType) {
   const int d = 64;
-  const MixerSpec m = mla_spec(4, 0, 64, 16, 32, 16, true, true);
-  Layer L(m, d, DType::f32, 0, 31);
-  const ModelConfig c = config_for(d);
-  kernels::ThreadPool pool(2);
-  for (KvType t : {KvType::f32, KvType::bf16, KvType::q8}) {
-    SCOPED_TRACE(to_string(t));
-    MlaCache cache;
-    cache.init(m, 300, t);
-    EXPECT_EQ(cache.type(), t);
-    MlaScratch s;
-    s.reserve(m, 300);
-    std::mt19937 rng(32);
-    std::vector<float> ref(d), abs(d);
-    double worst = 0;
-    for (int64_t pos = 0; pos < 300; ++pos) {
-      const std::vector<float> x = randn(d, rng);
-      mla_append(L.w, m, c, x.data(), pos, cache, s, &pool);
-      if (pos % 7 != 0 && pos != 63 && pos != 64 && pos != 299) continue;
-      mla_attention(L.w, m, c, x.data(), pos, cache, s, ref.data(), nullptr);
-      mla_attention_absorbed(L.w, m, c, x.data(), pos, cache, s, abs.data(), &pool);
-      worst = std::max(worst, max_rel_diff(abs, ref));
+  for (int heads : kHeadCounts) {
+    const MixerSpec m = mla_spec(heads, 0, 64, 16, 32, 16, true, true);
+    Layer L(m, d, DType::f32, 0, 31);
+    const ModelConfig c = config_for(d);
+    kernels::ThreadPool pool(2);
+    for (KvType t : {KvType::f32, KvType::bf16, KvType::q8}) {
+      SCOPED_TRACE(std::string(to_string(t)) + ", heads " + std::to_string(heads));
+      MlaCache cache;
+      cache.init(m, 300, t);
+      EXPECT_EQ(cache.type(), t);
+      MlaScratch s;
+      s.reserve(m, 300);
+      std::mt19937 rng(32);
+      std::vector<float> ref(d), abs(d);
+      double worst = 0;
+      for (int64_t pos = 0; pos < 300; ++pos) {
+        const std::vector<float> x = randn(d, rng);
+        mla_append(L.w, m, c, x.data(), pos, cache, s, &pool);
+        if (pos % 7 != 0 && pos != 63 && pos != 64 && pos != 299) continue;
+        mla_attention(L.w, m, c, x.data(), pos, cache, s, ref.data(), nullptr);
+        mla_attention_absorbed(L.w, m, c, x.data(), pos, cache, s, abs.data(), &pool);
+        worst = std::max(worst, max_rel_diff(abs, ref));
+      }
+      EXPECT_LE(worst, 1e-5);
     }
-    EXPECT_LE(worst, 1e-5);
   }
 }
 

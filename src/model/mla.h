@@ -81,13 +81,14 @@ struct MlaCache {
 struct MlaScratch {
   std::vector<float> q_a;     // [q_lora]
   std::vector<float> q;       // [h (nope + rope)]
-  std::vector<float> q_lat;   // absorbed queries W_UK_i^T q_nope_i, then the heads' o_lat: [h kv_lora]
+  std::vector<float> q_cat;   // absorbed queries [W_UK_i^T q_nope_i ; q_pe_i]: [h (kv_lora + rope)]
+  std::vector<float> q_lat;   // the heads' o_lat: [h kv_lora]
   std::vector<float> k, v;    // reference: one position's keys [h nope] and values [h v]
   std::vector<float> o, gate; // [h v]
   std::vector<float> scores;  // [h][context]
   std::vector<int32_t> rows;  // 0, 1, ..., h nope - 1: wk_b's rows, for add_rows
   std::vector<float> parts;   // absorbed form: per part of the cache [h][kv_lora] sums, h maxima, h totals
-  std::vector<float> tiles;   // per part: a tile of decoded cache rows and one head's scores
+  std::vector<float> tiles;   // per item: a tile of decoded cache rows and its heads' scores
   int64_t context = 0;        // the scores' row stride
   int heads = 0;              // rows of scores
   void reserve(const MixerSpec& m, int64_t context);
