@@ -519,8 +519,8 @@ template <int R, int C, bool kQ4>
 // are one run read front to back, so the distance is along that run (kTilePrefetchBytes).
 // Emerald Rapids, zmm path: BM_DecodeStream q4 llama-ffn at 1 thread, 5 alternating passes,
 // four rows one after another 14.6-15.0 GB/s, the tile's run 14.7-15.4 (4 KB ahead into L2)
-// and 15.2-15.4 (3 KB ahead into L1); the Llama-3.2-1B shape q4 tg32, 3 alternating rounds, medians 20.8-21.1 -> 21.3-21.6 tokens/s at
-// 1 thread. Along the run, 3 alternating rounds at 1 / 2 threads: into L2 4, 6, 8 or 12 KB
+// and 15.2-15.4 (3 KB ahead into L1); the Llama-3.2-1B shape q4 tg32, 3 alternating rounds,
+// medians 20.8-21.1 -> 21.3-21.6 tokens/s at 1 thread. Along the run, 3 alternating rounds at 1 / 2 threads: into L2 4, 6, 8 or 12 KB
 // ahead the same (20.9-21.7 / 39.9-41.6 medians), into L1 3 KB the same and 4 KB 6% slower
 // (19.6-19.9 / 37.0-38.2); a prefetch for every other line or fewer, 15-20% slower. Into L1
 // (AMD's choice, prefetch_to_l2) it goes 6 KB ahead: a Zen 5 core streams twice the
@@ -663,8 +663,8 @@ void one_group_rows(const MatrixView& w, const QuantizedActivation& xq, int64_t 
 // memory (row r + 1 starts where r ends, or a tile's rows' blocks interleaved), so R rows at a
 // time are still one stream, and each block's offsets, scales and reductions serve R rows
 // with R times the independent work. Rows of whole 256-column blocks go kDecodeRows at a
-// time (four, or eight q8 rows on the AVX-512 paths). Four against two on a Zen 5 under KVM (probe 35-38 GB/s at 1
-// thread) the Llama-3.2-1B shape, alternating, 3 rounds, 1 / 2 threads: q8 15.8-16.5 / 31.3-31.8
+// time (four, or eight q8 rows on the AVX-512 paths). Four against two on a Zen 5 under KVM
+// (probe 35-38 GB/s at 1 thread) the Llama-3.2-1B shape, alternating, 3 rounds, 1 / 2 threads: q8 15.8-16.5 / 31.3-31.8
 // -> 19.0-19.1 / 35.9-37.1 tokens/s (zmm path), 15.2 / 29.1-29.6 -> 17.1-17.2 / 29.6-33.8
 // (avx2), 15.4-16.0 / 30.1-31.3 -> 18.5-18.7 / 35.0-35.7 (avxvnni); q4 25.6 / 46.5-47.7 ->
 // 26.7-27.0 / 49.3-50.1 (zmm), 23.7-24.4 / 44.4-44.8 -> 24.7-25.9 / 47.7-50.3 (avx2). Rows with

@@ -280,7 +280,7 @@ void absorbed_part(const MixerSpec& m, float scale, const MlaCache& cache, const
       if (rescale != 1.0f)
         for (int i = 0; i < L; ++i) a[i] *= rescale;
       for (int r = 0; r < n; ++r) ph[r] -= best;
-      kernels::exp(ph, n, ph);  // in SIMD: a scalar exp per position and head cost as much as the sums
+      kernels::exp(ph, n, ph);
       float l = sum[h] * rescale;
       for (int r = 0; r < n; ++r) l += ph[r];
       top[h] = best, sum[h] = l;
@@ -311,7 +311,7 @@ void absorbed_values(const MlaWeights& w, const MixerSpec& m, int64_t pos, const
   // Below kMinParallelWork multiply-adds over the cache (a short context) one thread does it all.
   const bool parallel = n * int64_t(H) * (L + rope) >= kMinParallelWork;
   kernels::ThreadPool* workers = parallel ? pool : nullptr;
-  const int width = L + rope;
+  const int width = cache.width();  // L + rope (check_cache, check_append): q_cat rows match the cache's
   kernels::run_items(workers, H, [&](int64_t h) {  // q~_i = W_UK_i^T q_nope_i: a weighted sum of rows
     float* q_cat = s.q_cat.data() + h * width;
     std::fill(q_cat, q_cat + L, 0.0f);
