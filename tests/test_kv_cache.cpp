@@ -62,6 +62,49 @@ TEST(KvRows, StoresEachTypeWithinItsRounding) {
   EXPECT_THROW(bad.init(KvType::q8, 40, 32, 1), std::invalid_argument);
 }
 
+// Rows of three heads stored head-major: each head's part of each row reads back as written
+// (within the type's rounding, checked above; here against one-head rows of the same values),
+// a tile of one head's rows holds those rows in order, and consecutive rows of a head are
+// consecutive in memory (what lets a step stream a head's context).
+TEST(KvRows, HeadMajorRowsReadAsWrittenAndLieInOneRun) {
+  const int heads = 3, n = 32, rows = 5;
+  for (KvType t : {KvType::f32, KvType::bf16, KvType::q8}) {
+    SCOPED_TRACE(to_string(t));
+    KvRows all;
+    all.init(t, heads * n, n, rows, heads);
+    std::vector<KvRows> one(heads);
+    for (auto& h : one) h.init(t, n, n, rows);
+    std::vector<std::vector<float>> x;
+    for (int r = 0; r < rows; ++r) {
+      x.push_back(normal(heads * n, 1.5f, uint64_t(40 + r)));
+      all.write(r, x.back().data());
+      for (int h = 0; h < heads; ++h) one[size_t(h)].write(r, x.back().data() + h * n);
+    }
+    std::vector<float> a(n), b(n);
+    for (int r = 0; r < rows; ++r)
+      for (int h = 0; h < heads; ++h) {
+        const float* got = all.read(r, h * n, n, a.data());
+        const float* want = one[size_t(h)].read(r, 0, n, b.data());
+        for (int i = 0; i < n; ++i) ASSERT_EQ(got[i], want[i]) << r << " " << h << " " << i;
+      }
+    EXPECT_THROW(all.read(0, n / 2, n, a.data()), std::logic_error);  // crosses two head rows
+    if (t == KvType::bf16) continue;  // a bf16 tile holds decoded copies
+    KvTile tile;
+    all.to_tile(1, rows - 1, 2, n, tile, 0);
+    for (int j = 0; j < rows - 1; ++j) {
+      const float* want = one[2].read(1 + j, 0, n, b.data());
+      for (int i = 0; i < n; ++i) {
+        const float got = t == KvType::q8 ? tile.scale[j] * float(tile.q8[j][i]) : tile.f32[j][i];
+        ASSERT_EQ(got, want[i]) << j << " " << i;
+      }
+      if (j > 0 && t == KvType::q8) EXPECT_EQ(tile.q8[j], tile.q8[j - 1] + n);
+      if (j > 0 && t == KvType::f32) EXPECT_EQ(tile.f32[j], tile.f32[j - 1] + n);
+    }
+  }
+  KvRows bad;
+  EXPECT_THROW(bad.init(KvType::q8, 96, 32, 1, 2), std::invalid_argument);  // a head row of 48
+}
+
 ModelConfig preset(const std::string& name) { return load_preset(name); }
 
 // The q8 group the engine uses for a config: the head row of its K/V caches, the gcd of the

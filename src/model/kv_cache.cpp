@@ -28,39 +28,47 @@ size_t value_bytes(KvType t) { return t == KvType::f32 ? 4 : t == KvType::bf16 ?
 
 }  // namespace
 
-void KvRows::init(KvType type, int width, int group, int64_t rows) {
-  if (width <= 0 || group <= 0 || width % group != 0 || rows <= 0)
-    throw std::invalid_argument("KV cache rows: width " + std::to_string(width) + ", group " +
-                                std::to_string(group) + ", rows " + std::to_string(rows) +
-                                ": expected positive sizes with the group dividing the width");
+void KvRows::init(KvType type, int width, int group, int64_t rows, int heads) {
+  if (width <= 0 || group <= 0 || heads <= 0 || rows <= 0 || width % heads != 0 || (width / heads) % group != 0)
+    throw std::invalid_argument("KV cache rows: width " + std::to_string(width) + ", heads " + std::to_string(heads) +
+                                ", group " + std::to_string(group) + ", rows " + std::to_string(rows) +
+                                ": expected positive sizes, the heads dividing the width and the group a head row");
   type_ = type;
-  width_ = width;
+  width_ = width, heads_ = heads, head_width_ = width / heads;
   rows_ = rows;
   group_ = type == KvType::q8 ? group : 0;
-  groups_per_row_ = type == KvType::q8 ? width / group : 0;
+  groups_per_head_ = type == KvType::q8 ? head_width_ / group : 0;
   values_.assign(size_t(rows) * size_t(width) * value_bytes(type));
-  scales_.assign(type == KvType::q8 ? size_t(rows) * size_t(width / group_) : 0);
+  scales_.assign(type == KvType::q8 ? size_t(rows) * size_t(heads) * size_t(groups_per_head_) : 0);
 }
 
 void KvRows::write(int64_t r, const float* x) {
-  uint8_t* row = values_.data() + size_t(r) * size_t(width_) * value_bytes(type_);
-  switch (type_) {
-    case KvType::f32: std::memcpy(row, x, size_t(width_) * sizeof(float)); break;
-    case KvType::bf16: kernels::f32_to_bf16_row(x, width_, reinterpret_cast<kernels::BF16*>(row)); break;
-    case KvType::q8:
-      kernels::quantize_q8_row(x, width_, group_, reinterpret_cast<int8_t*>(row),
-                               scales_.data() + size_t(r) * size_t(width_ / group_));
-      break;
+  const size_t bytes = value_bytes(type_);
+  for (int h = 0; h < heads_; ++h) {
+    const float* xh = x + size_t(h) * size_t(head_width_);
+    const size_t i = at(r, h, 0);
+    uint8_t* row = values_.data() + i * bytes;
+    switch (type_) {
+      case KvType::f32: std::memcpy(row, xh, size_t(head_width_) * sizeof(float)); break;
+      case KvType::bf16: kernels::f32_to_bf16_row(xh, head_width_, reinterpret_cast<kernels::BF16*>(row)); break;
+      case KvType::q8:
+        kernels::quantize_q8_row(xh, head_width_, group_, reinterpret_cast<int8_t*>(row), scales_.data() + i / size_t(group_));
+        break;
+    }
   }
 }
 
 const float* KvRows::read(int64_t r, int offset, int n, float* buf) const {
-  const size_t at = size_t(r) * size_t(width_) + size_t(offset);
+  const int h = offset / head_width_, i = offset - h * head_width_;
+  if (i + n > head_width_)
+    throw std::logic_error("KV rows: values " + std::to_string(offset) + " .. " + std::to_string(offset + n) +
+                           " cross a head row of " + std::to_string(head_width_));
+  const size_t a = at(r, h, i);
   switch (type_) {
-    case KvType::f32: return reinterpret_cast<const float*>(values_.data()) + at;
-    case KvType::bf16: kernels::bf16_to_f32_row(reinterpret_cast<const kernels::BF16*>(values_.data()) + at, n, buf); break;
+    case KvType::f32: return reinterpret_cast<const float*>(values_.data()) + a;
+    case KvType::bf16: kernels::bf16_to_f32_row(reinterpret_cast<const kernels::BF16*>(values_.data()) + a, n, buf); break;
     case KvType::q8:
-      kernels::dequantize_q8_row(reinterpret_cast<const int8_t*>(values_.data()) + at, scales_.data() + at / size_t(group_),
+      kernels::dequantize_q8_row(reinterpret_cast<const int8_t*>(values_.data()) + a, scales_.data() + a / size_t(group_),
                                  n, group_, buf);
       break;
   }
@@ -68,31 +76,33 @@ const float* KvRows::read(int64_t r, int offset, int n, float* buf) const {
 }
 
 void KvRows::to_tile(int64_t r0, int rows, int head, int n, KvTile& t, int j0) const {
-  // No division on this path: it runs for every row and step at every depth.
-  const size_t at = size_t(r0) * size_t(width_) + size_t(head) * size_t(n), w = size_t(width_);
+  if (n != head_width_)
+    throw std::logic_error("KV tile: rows of " + std::to_string(n) + " values from head rows of " +
+                           std::to_string(head_width_));
+  // No division on this path: it runs for every row and step at every depth. A head's rows
+  // are consecutive, so the tile is one run of n-value rows.
+  const size_t a = at(r0, head, 0), w = size_t(n);
   t.in_q8 = type_ == KvType::q8;
   switch (type_) {
     case KvType::f32: {
-      const float* p = reinterpret_cast<const float*>(values_.data()) + at;
+      const float* p = reinterpret_cast<const float*>(values_.data()) + a;
       for (int i = 0; i < rows; ++i) t.f32[j0 + i] = p + size_t(i) * w;
       break;
     }
     case KvType::bf16:
-      if (t.decoded.size() < size_t(KvTile::kRows) * size_t(n)) t.decoded.resize(size_t(KvTile::kRows) * size_t(n));
+      if (t.decoded.size() < size_t(KvTile::kRows) * w) t.decoded.resize(size_t(KvTile::kRows) * w);
       for (int i = 0; i < rows; ++i)
-        t.f32[j0 + i] = read(r0 + i, head * n, n, t.decoded.data() + size_t(j0 + i) * size_t(n));
+        t.f32[j0 + i] = read(r0 + i, head * n, n, t.decoded.data() + size_t(j0 + i) * w);
       break;
     case KvType::q8: {
       if (n != group_)
         throw std::logic_error("KV tile: head rows of " + std::to_string(n) + " values are not one q8 group of " +
                                std::to_string(group_));
-      const int8_t* p = reinterpret_cast<const int8_t*>(values_.data()) + at;
-      const kernels::F16* scale = scales_.data() + size_t(r0) * size_t(groups_per_row_) + size_t(head);
+      const int8_t* p = reinterpret_cast<const int8_t*>(values_.data()) + a;
+      const kernels::F16* scale = scales_.data() + a / w;  // one scale a head row
       for (int i = 0; i < rows; ++i) {
-        const int8_t* row = p + size_t(i) * w;
-        for (int b = 0; b < n; b += 64) __builtin_prefetch(row + b);
-        t.q8[j0 + i] = row;
-        t.scale[j0 + i] = kernels::f16_to_f32(scale[size_t(i) * size_t(groups_per_row_)]);
+        t.q8[j0 + i] = p + size_t(i) * w;
+        t.scale[j0 + i] = kernels::f16_to_f32(scale[i]);
       }
       break;
     }
@@ -107,8 +117,8 @@ void KvCache::init(int kv_heads, int head, int64_t cap, bool is_ring, KvType typ
   capacity = cap;
   ring = is_ring;
   count = 0;
-  k_.init(type, kv_dim, kv_group(head), cap);
-  v_.init(type, kv_dim, kv_group(head), cap);
+  k_.init(type, kv_dim, kv_group(head), cap, kv_heads);
+  v_.init(type, kv_dim, kv_group(head), cap, kv_heads);
 }
 
 void KvCache::append(const float* k, const float* v) {

@@ -53,23 +53,29 @@ struct KvTile {
   void skip(int j) { f32[j] = nullptr, q8[j] = nullptr; }
 };
 
+// Stored head-major: a row of `width` values is `heads` head rows of width / heads, and head h's
+// rows are contiguous, [heads][rows][width / heads] (q8 scales the same way), so a step that
+// walks one KV head over the context streams one contiguous run of bytes instead of a line
+// every `width` values (the hardware prefetchers follow the first, not the second).
 class KvRows {
  public:
-  // Room for `rows` rows of `width` values; q8 scales groups of `group` values (group
-  // divides width). Throws std::invalid_argument on non-positive sizes.
-  void init(KvType type, int width, int group, int64_t rows);
+  // Room for `rows` rows of `width` values in `heads` head rows each; q8 scales groups of
+  // `group` values (group divides width / heads). Throws std::invalid_argument on
+  // non-positive sizes or sizes that do not divide.
+  void init(KvType type, int width, int group, int64_t rows, int heads = 1);
   KvType type() const { return type_; }
   int width() const { return width_; }
   int64_t rows() const { return rows_; }
   // Stores row r from x[0, width) (quantised for q8; throws kernels::KernelError on a value
   // no f16 scale can hold).
   void write(int64_t r, const float* x);
-  // Values [offset, offset + n) of row r, where offset and n cover whole groups. f32:
-  // a pointer into the cache (buf unused); otherwise decoded into buf[0, n).
+  // Values [offset, offset + n) of row r, where offset and n cover whole groups of one head
+  // row (throws std::logic_error otherwise). f32: a pointer into the cache (buf unused);
+  // otherwise decoded into buf[0, n).
   const float* read(int64_t r, int offset, int n, float* buf) const;
   // Head `head`'s values [head n, (head + 1) n) of rows r0 .. r0 + rows - 1 as rows j0 .. of
-  // a tile: in place for f32, and for q8 when they are one group (a KV head row; throws
-  // std::logic_error otherwise), their cache lines requested; decoded for bf16.
+  // a tile, n the head row's width: in place for f32, and for q8 when they are one group (a
+  // KV head row; throws std::logic_error otherwise); decoded for bf16.
   void to_tile(int64_t r0, int rows, int head, int n, KvTile& t, int j0) const;
   // Bytes of one row as allocated (values and scales), and of the whole store.
   double bytes_per_row() const;
@@ -80,10 +86,14 @@ class KvRows {
 
  private:
   KvType type_ = KvType::f32;
-  int width_ = 0, group_ = 0, groups_per_row_ = 0;
+  int width_ = 0, heads_ = 1, head_width_ = 0, group_ = 0, groups_per_head_ = 0;
   int64_t rows_ = 0;
-  kernels::LargeArray<uint8_t> values_;       // [rows][width] in type_
-  kernels::LargeArray<kernels::F16> scales_;  // q8: [rows][width / group]
+  kernels::LargeArray<uint8_t> values_;       // [heads][rows][head_width] in type_
+  kernels::LargeArray<kernels::F16> scales_;  // q8: [heads][rows][head_width / group]
+  // Index of value `i` of head `h`'s part of row r.
+  size_t at(int64_t r, int h, int i) const {
+    return (size_t(h) * size_t(rows_) + size_t(r)) * size_t(head_width_) + size_t(i);
+  }
 };
 
 struct KvCache {

@@ -22,7 +22,8 @@
 
 namespace wren {
 
-inline constexpr uint32_t kSessionStateVersion = 1;
+// 2: KV caches stored head-major (model/kv_cache.h), which a state of version 1 is not.
+inline constexpr uint32_t kSessionStateVersion = 2;
 
 // A hash of what makes two models interchangeable for a state: the config and, per tensor,
 // its name, storage, shape and the first and last bytes of its data (FNV-1a, 64 bits).
