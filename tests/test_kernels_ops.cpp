@@ -499,6 +499,37 @@ TEST(KernelsSoftmax, MatchesReferenceAndHandlesMasks) {
   });
 }
 
+// The unnormalised chunk softmax against the plain one: the same max, each value within its
+// rounding, the sum within its f32 lanes' rounding; -inf entries 0, an all -inf chunk 0 / -inf.
+TEST(KernelsSoftmax, ExpBelowMaxMatchesReference) {
+  std::mt19937 rng(19);
+  for_each_target([&] {
+    for (int64_t n : {1, 7, 16, 33, 256, 1003}) {
+      auto x = randn(n, rng, 20.0f);
+      if (n > 2) x[2] = -INFINITY;
+      auto x_ref = x;
+      const std::vector<float> logits = x;
+      const ExpSum got = exp_below_max(x.data(), n), want = ref::exp_below_max(x_ref.data(), n);
+      EXPECT_EQ(got.max, want.max) << n;
+      // x - max is rounded to f32 first (as attention always did): e^(d (1 + u)) is e^d within
+      // |d| 2^-24 relative, besides exp's own few ulp.
+      for (int64_t i = 0; i < n; ++i) {
+        if (logits[size_t(i)] == -INFINITY) continue;  // 0 both ways, checked below
+        const double d = std::fabs(double(logits[size_t(i)]) - want.max);
+        ASSERT_NEAR(x[size_t(i)], x_ref[size_t(i)], (4e-7 + d * 0x1p-24) * x_ref[size_t(i)] + 1e-37) << n << " " << i;
+      }
+      EXPECT_NEAR(got.sum, want.sum, 1e-6 * want.sum) << n;
+      EXPECT_GE(want.sum, 1.0);  // the max's own e^0
+      if (n > 2) EXPECT_EQ(x[2], 0.0f);
+    }
+    std::vector<float> masked(9, -INFINITY);
+    const ExpSum none = exp_below_max(masked.data(), 9);
+    EXPECT_EQ(none.max, -INFINITY);
+    EXPECT_EQ(none.sum, 0.0);
+    EXPECT_EQ(masked, std::vector<float>(9, 0.0f));
+  });
+}
+
 TEST(KernelsActivations, MatchReference) {
   std::mt19937 rng(18);
   using Fn = void (*)(const float*, int64_t, float*);

@@ -122,7 +122,8 @@ void MaxRows(const float* x, int64_t ldx, int64_t rows, int64_t n, float* out) {
     for (int64_t r = 0; r < rows; ++r) out[j] = std::max(out[j], x[r * ldx + j]);
 }
 
-void Softmax(float* x, int64_t n) {
+// m = max x, x = e^(x - m) in place, sum of the new x: two f32 accumulators, added in double.
+ExpSum ExpBelowMax(float* x, int64_t n) {
   const DF d;
   const int64_t N = int64_t(hn::Lanes(d));
   VF vm = hn::Set(d, -INFINITY);
@@ -132,14 +133,24 @@ void Softmax(float* x, int64_t n) {
   for (; i < n; ++i) m = std::max(m, x[i]);
   if (m == -INFINITY) {
     std::fill(x, x + n, 0.0f);
-    return;
+    return {m, 0.0};
   }
   const VF neg_m = hn::Set(d, -m);
-  Map(x, n, x, [&](VF v) { return SafeExp(hn::Add(v, neg_m)); });  // Exp(-inf) = 0
-  float sum = 0;
-  for (i = 0; i + N <= n; i += N) sum += hn::GetLane(hn::SumOfLanes(d, hn::LoadU(d, x + i)));
-  for (; i < n; ++i) sum += x[i];
-  const VF inv = hn::Set(d, 1.0f / sum);
+  VF s0 = hn::Zero(d), s1 = hn::Zero(d);
+  for (i = 0; i + 2 * N <= n; i += 2 * N) {
+    const VF e0 = SafeExp(hn::Add(hn::LoadU(d, x + i), neg_m)), e1 = SafeExp(hn::Add(hn::LoadU(d, x + i + N), neg_m));
+    hn::StoreU(e0, d, x + i), hn::StoreU(e1, d, x + i + N);
+    s0 = hn::Add(s0, e0), s1 = hn::Add(s1, e1);
+  }
+  double sum = double(hn::GetLane(hn::SumOfLanes(d, s0))) + double(hn::GetLane(hn::SumOfLanes(d, s1)));
+  for (; i < n; ++i) sum += x[i] = std::exp(x[i] - m);
+  return {m, sum};
+}
+
+void Softmax(float* x, int64_t n) {
+  const ExpSum e = ExpBelowMax(x, n);
+  if (e.max == -INFINITY) return;  // all 0 already
+  const VF inv = hn::Set(DF(), float(1.0 / e.sum));
   Map(x, n, x, [&](VF v) { return hn::Mul(v, inv); });
 }
 
@@ -215,6 +226,7 @@ namespace wren::kernels {
 HWY_EXPORT(RmsNorm);
 HWY_EXPORT(L2Normalize);
 HWY_EXPORT(Softmax);
+HWY_EXPORT(ExpBelowMax);
 HWY_EXPORT(Exp);
 HWY_EXPORT(SigmoidRow);
 HWY_EXPORT(Silu);
@@ -234,6 +246,7 @@ void l2_normalize(const float* x, int64_t n, float eps, float* out) {
 void softmax(float* x, int64_t n) {
   if (n > 0) HWY_DYNAMIC_DISPATCH(Softmax)(x, n);
 }
+ExpSum exp_below_max(float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(ExpBelowMax)(x, n); }
 void exp(const float* x, int64_t n, float* out) { HWY_DYNAMIC_DISPATCH(Exp)(x, n, out); }
 void sigmoid(const float* x, int64_t n, float* out) { HWY_DYNAMIC_DISPATCH(SigmoidRow)(x, n, out); }
 void silu(const float* x, int64_t n, float* out) { HWY_DYNAMIC_DISPATCH(Silu)(x, n, out); }

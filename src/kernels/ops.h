@@ -218,6 +218,14 @@ void l2_normalize(const float* x, int64_t n, float eps, float* out);
 // x = exp(x - max x) / sum exp(x - max x), in place. -inf entries get 0; if every entry is
 // -inf the result is all 0 (a fully masked row has no weights).
 void softmax(float* x, int64_t n);
+// The unnormalised softmax attention's chunks carry (a running max and sum, combined later):
+// max = max x, x = exp(x - max) in place, sum = sum of the new x. All -inf (or n = 0): max
+// -inf, x all 0, sum 0.
+struct ExpSum {
+  float max;
+  double sum;
+};
+ExpSum exp_below_max(float* x, int64_t n);
 
 // Elementwise, in place allowed.
 void exp(const float* x, int64_t n, float* out);       // e^x

@@ -175,6 +175,17 @@ void softmax(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] = float(std::exp(double(x[i]) - m) / sum);
 }
 
+ExpSum exp_below_max(float* x, int64_t n) {
+  const float m = n ? *std::max_element(x, x + n) : -INFINITY;
+  if (m == -INFINITY) {
+    std::fill(x, x + n, 0.0f);
+    return {m, 0.0};
+  }
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += x[i] = float(std::exp(double(x[i]) - m));
+  return {m, sum};
+}
+
 void exp(const float* x, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = float(std::exp(double(x[i])));
 }

@@ -38,6 +38,7 @@ void rmsnorm(const float* x, const float* gain, int64_t n, float eps, bool unit_
              float* out);
 void l2_normalize(const float* x, int64_t n, float eps, float* out);
 void softmax(float* x, int64_t n);
+ExpSum exp_below_max(float* x, int64_t n);
 void exp(const float* x, int64_t n, float* out);
 void sigmoid(const float* x, int64_t n, float* out);
 void silu(const float* x, int64_t n, float* out);

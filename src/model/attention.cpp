@@ -88,12 +88,8 @@ void softmax_chunk(const GroupKeys& k, int64_t j0, int64_t j1, ChunkScratch c) {
   const int dh = k.cache.head_dim;
   score_keys(k, j0, j1);
   for (int h = 0; h < k.heads; ++h) {
-    float* ph = k.p + h * k.n;
-    float top = -INFINITY;
-    for (int64_t j = j0; j < j1; ++j) top = std::max(top, ph[j]);
-    double sum = 0;
-    for (int64_t j = j0; j < j1; ++j) sum += ph[j] = std::exp(ph[j] - top);
-    c.max[h] = top, c.sum[h] = sum;
+    const kernels::ExpSum e = kernels::exp_below_max(k.p + h * k.n + j0, j1 - j0);
+    c.max[h] = e.max, c.sum[h] = e.sum;
   }
   std::fill(c.o, c.o + k.heads * dh, 0.0f);
   KvTile& tile = thread_tile();
