@@ -34,7 +34,7 @@ BlockShape block_shape(const QueryBlock& b) {
 
 // One thread's tiles, grown once.
 struct TileScratch {
-  std::vector<float> q, kt, key, s;
+  std::vector<float> q, kt, s;
   std::vector<int8_t> q8;  // the query vectors rounded as decode's int8 scores round them
   std::vector<float> q8_scale;
   std::vector<int32_t> q8_sum;
@@ -42,7 +42,7 @@ struct TileScratch {
     const auto grow = []<class T>(std::vector<T>& v, int64_t n) {
       if (v.size() < size_t(n)) v.resize(size_t(n));
     };
-    grow(q, vectors * dh), grow(kt, int64_t(dh) * kTileKeys), grow(key, dh);
+    grow(q, vectors * dh), grow(kt, int64_t(dh) * kTileKeys);
     grow(s, vectors * kTileKeys);
     grow(q8, vectors * dh), grow(q8_scale, vectors), grow(q8_sum, vectors);
   }
@@ -64,43 +64,43 @@ struct ItemKeys {
 };
 
 // The tile's logits S (scaled, capped, masked to -inf outside each row's keys), each row's
-// kept maxima over its heads, and the weights P in place.
+// kept maxima over its heads, and the weights P in place. A softmax row takes the tile's
+// exponentials against the tile's own max m_t (kernels::exp_below_max) and brings them to the
+// running max m' = max(m, m_t) with one factor e^(m_t - m'), 1 unless an earlier tile's
+// logits were larger.
 void tile_weights(const ItemKeys& it, int64_t j0, int64_t nk, float* s, float* max, double* sum, float* o) {
   const QueryBlock& b = it.b;
   const int group = it.shape.group, dh = it.shape.dh;
   const float scale = attention_scale(b.w, b.m), cap = is_softmax(b.m) ? float(b.m.softcap) : 0.0f;
   for (int64_t t = it.t0; t < it.t1; ++t) {
-    const int64_t lo = b.cache.first_for(b.pos[t]) - j0, hi = b.pos[t] + 1 - j0;  // row t's keys in the tile
+    // Row t's keys in the tile: [lo, hi).
+    const int64_t lo = std::clamp<int64_t>(b.cache.first_for(b.pos[t]) - j0, 0, nk);
+    const int64_t hi = std::clamp<int64_t>(b.pos[t] + 1 - j0, lo, nk);
     float* kept = b.kept && b.kept[t].data ? b.kept[t].data + it.g * b.kept[t].stride + j0 : nullptr;
     for (int h = 0; h < group; ++h) {
       const int64_t v = (t - it.t0) * group + h;
       float* sv = s + v * kTileKeys;
-      for (int64_t j = 0; j < nk; ++j) {
-        if (j < lo || j >= hi) {
-          sv[j] = -INFINITY;
-          continue;
-        }
-        float l = sv[j] * scale;
-        if (cap > 0) l = cap * std::tanh(l / cap);
-        sv[j] = l;
-        if (kept) kept[j] = std::max(kept[j], l);
-      }
+      std::fill(sv, sv + lo, -INFINITY);
+      std::fill(sv + hi, sv + nk, -INFINITY);
+      for (int64_t j = lo; j < hi; ++j) sv[j] *= scale;
+      if (cap > 0)
+        for (int64_t j = lo; j < hi; ++j) sv[j] = cap * std::tanh(sv[j] / cap);
+      if (kept)
+        for (int64_t j = lo; j < hi; ++j) kept[j] = std::max(kept[j], sv[j]);
       if (!is_softmax(b.m)) {  // ReLU^2: w = max(s, 0)^2 (masked keys: 0)
         float tile_sum = 0;
         for (int64_t j = 0; j < nk; ++j) tile_sum += sv[j] = sv[j] > 0.0f ? sv[j] * sv[j] : 0.0f;
         sum[v] += tile_sum;
         continue;
       }
-      float top = max[v];
-      for (int64_t j = 0; j < nk; ++j) top = std::max(top, sv[j]);
-      if (top == -INFINITY) {  // no key of this tile is the row's
-        std::fill(sv, sv + nk, 0.0f);
-        continue;
-      }
+      const kernels::ExpSum e = kernels::exp_below_max(sv, nk);
+      if (e.max == -INFINITY) continue;  // no key of this tile is the row's: P = 0
+      const float top = std::max(max[v], e.max);
       const float rescale = std::exp(max[v] - top);  // e^(m - m'): 0 while m is -inf
-      float tile_sum = 0;
-      for (int64_t j = 0; j < nk; ++j) tile_sum += sv[j] = std::exp(sv[j] - top);
-      sum[v] = sum[v] * rescale + tile_sum;
+      const float to_top = std::exp(e.max - top);    // e^(m_t - m')
+      if (to_top != 1.0f)
+        for (int64_t j = 0; j < nk; ++j) sv[j] *= to_top;
+      sum[v] = sum[v] * rescale + e.sum * to_top;
       max[v] = top;
       if (rescale != 1.0f)
         for (int i = 0; i < dh; ++i) o[v * dh + i] *= rescale;
@@ -125,9 +125,18 @@ void attend_item(const ItemKeys& it, TileScratch& ts) {
   const int64_t k0 = std::max(it.key0, b.cache.first_for(b.pos[it.t0])), k1 = std::min(it.key1, b.pos[it.t1 - 1] + 1);
   for (int64_t j0 = k0; j0 < k1; j0 += kTileKeys) {
     const int64_t nk = std::min(kTileKeys, k1 - j0);
-    for (int64_t j = 0; j < nk; ++j) {  // K^T of the tile
-      const float* k = b.cache.key(j0 + j, it.g, ts.key.data());
-      for (int i = 0; i < dh; ++i) ts.kt[size_t(i * kTileKeys + j)] = k[i];
+    KvTile& keys = thread_tile();
+    b.cache.keys_to_tile(j0, int(nk), it.g, keys);
+    for (int64_t j = 0; j < nk; ++j) {  // K^T of the tile, as KvCache::key decodes each row
+      float* kt = ts.kt.data() + j;
+      if (keys.in_q8) {
+        const int8_t* k = keys.q8[j];
+        const float s = keys.scale[j];
+        for (int i = 0; i < dh; ++i) kt[i * kTileKeys] = s * float(k[i]);
+      } else {
+        const float* k = keys.f32[j];
+        for (int i = 0; i < dh; ++i) kt[i * kTileKeys] = k[i];
+      }
     }
     kernels::scores_tile(ts.q.data(), dh, vectors, ts.kt.data(), kTileKeys, nk, dh, ts.s.data(), kTileKeys);
     tile_weights(it, j0, nk, ts.s.data(), max, sum, o);
