@@ -284,18 +284,28 @@ TEST(KernelsVector, StateDecayAddMatchesReference) {
   });
 }
 
-// Cache rows as stored (kernels::CacheRows): f32 rows, or int8 rows with a scale each.
+// Cache rows as stored (kernels::CacheRows): f32 rows, bf16 rows (the f32 values rounded), or
+// int8 rows with a scale each.
+enum class Stored { f32, bf16, q8 };
+const char* name_of(Stored t) { return t == Stored::f32 ? "f32" : t == Stored::bf16 ? "bf16" : "q8"; }
 struct StoredRows {
   std::vector<float> f32;
+  std::vector<BF16> bf16;
   std::vector<int8_t> q8;
   std::vector<float> scale;
   std::vector<const float*> f32_rows;
+  std::vector<const BF16*> bf16_rows;
   std::vector<const int8_t*> q8_rows;
   // Row j's value i as the kernels must read it.
-  double at(bool in_q8, int64_t j, int64_t i, int64_t n) const {
-    return in_q8 ? double(scale[size_t(j)]) * q8[size_t(j * n + i)] : f32[size_t(j * n + i)];
+  double at(Stored t, int64_t j, int64_t i, int64_t n) const {
+    const size_t k = size_t(j * n + i);
+    return t == Stored::q8 ? double(scale[size_t(j)]) * q8[k] : t == Stored::bf16 ? bf16_to_f32(bf16[k]) : f32[k];
   }
-  CacheRows rows(bool in_q8) const { return in_q8 ? CacheRows{nullptr, q8_rows.data(), scale.data()} : CacheRows{f32_rows.data()}; }
+  CacheRows rows(Stored t) const {
+    if (t == Stored::q8) return {.q8 = q8_rows.data(), .scale = scale.data()};
+    if (t == Stored::bf16) return {.bf16 = bf16_rows.data()};
+    return {.f32 = f32_rows.data()};
+  }
 };
 
 // n_rows rows of n values; rows with skipped(j) are null (a kernel that read one would crash).
@@ -303,12 +313,14 @@ template <class Skipped>
 StoredRows stored_rows(int64_t n_rows, int64_t n, std::mt19937& rng, Skipped skipped) {
   StoredRows s;
   s.f32 = randn(n_rows * n, rng);
+  for (float v : s.f32) s.bf16.push_back(f32_to_bf16(v));
   std::uniform_int_distribution<int> value(-127, 127);
   std::uniform_real_distribution<float> factor(0.001f, 0.02f);
   for (int64_t i = 0; i < n_rows * n; ++i) s.q8.push_back(int8_t(value(rng)));
   for (int64_t j = 0; j < n_rows; ++j) {
     s.scale.push_back(factor(rng));
     s.f32_rows.push_back(skipped(j) ? nullptr : s.f32.data() + j * n);
+    s.bf16_rows.push_back(skipped(j) ? nullptr : s.bf16.data() + j * n);
     s.q8_rows.push_back(skipped(j) ? nullptr : s.q8.data() + j * n);
   }
   return s;
@@ -345,30 +357,30 @@ TEST(KernelsVector, MaxRowsIsStdMaxOverRows) {
   });
 }
 
-// Decode's tiles read the rows as the cache stores them: scores of a few query heads with f32
-// or int8 key rows (their scale and the logit scale applied), and value sums in which a null
+// Decode's tiles read the rows as the cache stores them: scores of a few query heads with f32,
+// bf16 or int8 key rows (their scale and the logit scale applied), and value sums in which a null
 // row is never read. Against double loops, at sizes covering the 4 x 4, 4 x 2 and 1 x 4 blocks,
 // the vector widths (up to 16 f32 lanes), the scalar tails and lists past one of 64 rows.
 TEST(KernelsVector, ScoresRowsAndWeightedSumsReadRowsAsStored) {
   std::mt19937 rng(16);
   for_each_target([&] {
-    for (bool in_q8 : {false, true})
+    for (Stored in : {Stored::f32, Stored::bf16, Stored::q8})
       for (int64_t dh : {1, 5, 64, 80, 129})
         for (int64_t n_q : {1, 4, 7, 9, 16})
           for (int64_t n_rows : {1, 3, 6, 7, 8, 64, 67}) {
-            SCOPED_TRACE(std::string(in_q8 ? "q8" : "f32") + " dh " + std::to_string(dh) + " queries " +
+            SCOPED_TRACE(std::string(name_of(in)) + " dh " + std::to_string(dh) + " queries " +
                          std::to_string(n_q) + " rows " + std::to_string(n_rows));
             const int64_t ldq = dh + 3, lds = n_rows + 2;
             const float scale = 0.37f;
             const auto q = randn(n_q * ldq, rng);
             const StoredRows keys = stored_rows(n_rows, dh, rng, [](int64_t) { return false; });
             std::vector<float> s(size_t(n_q * lds), NAN);
-            scores_rows(q.data(), ldq, n_q, keys.rows(in_q8), n_rows, dh, scale, s.data(), lds);
+            scores_rows(q.data(), ldq, n_q, keys.rows(in), n_rows, dh, scale, s.data(), lds);
             for (int64_t v = 0; v < n_q; ++v)
               for (int64_t j = 0; j < n_rows; ++j) {
                 double exact = 0, size = 0;
                 for (int64_t i = 0; i < dh; ++i) {
-                  const double term = double(q[size_t(v * ldq + i)]) * keys.at(in_q8, j, i, dh);
+                  const double term = double(q[size_t(v * ldq + i)]) * keys.at(in, j, i, dh);
                   exact += term, size += std::fabs(term);
                 }
                 ASSERT_NEAR(s[size_t(v * lds + j)], scale * exact, 1e-6 * scale * size + 1e-30) << v << " " << j;
@@ -378,13 +390,13 @@ TEST(KernelsVector, ScoresRowsAndWeightedSumsReadRowsAsStored) {
             const auto p = randn(n_q * ldp, rng), o0 = randn(n_q * ldo, rng);
             const StoredRows values = stored_rows(n_rows, dh, rng, [](int64_t j) { return j % 3 == 1; });
             auto o = o0;
-            weighted_sum_tile(p.data(), ldp, n_q, values.rows(in_q8), n_rows, dh, o.data(), ldo);
+            weighted_sum_tile(p.data(), ldp, n_q, values.rows(in), n_rows, dh, o.data(), ldo);
             for (int64_t v = 0; v < n_q; ++v)
               for (int64_t c = 0; c < dh; ++c) {
                 double exact = o0[size_t(v * ldo + c)], size = std::fabs(exact);
                 for (int64_t j = 0; j < n_rows; ++j)
                   if (j % 3 != 1) {
-                    const double term = double(p[size_t(v * ldp + j)]) * values.at(in_q8, j, c, dh);
+                    const double term = double(p[size_t(v * ldp + j)]) * values.at(in, j, c, dh);
                     exact += term, size += std::fabs(term);
                   }
                 ASSERT_NEAR(o[size_t(v * ldo + c)], exact, 1e-6 * size) << v << " " << c;

@@ -88,17 +88,21 @@ TEST(KvRows, HeadMajorRowsReadAsWrittenAndLieInOneRun) {
         for (int i = 0; i < n; ++i) ASSERT_EQ(got[i], want[i]) << r << " " << h << " " << i;
       }
     EXPECT_THROW(all.read(0, n / 2, n, a.data()), std::logic_error);  // crosses two head rows
-    if (t == KvType::bf16) continue;  // a bf16 tile holds decoded copies
     KvTile tile;
     all.to_tile(1, rows - 1, 2, n, tile, 0);
+    ASSERT_EQ(tile.type, t);
     for (int j = 0; j < rows - 1; ++j) {
       const float* want = one[2].read(1 + j, 0, n, b.data());
       for (int i = 0; i < n; ++i) {
-        const float got = t == KvType::q8 ? tile.scale[j] * float(tile.q8[j][i]) : tile.f32[j][i];
+        const float got = t == KvType::q8     ? tile.scale[j] * float(tile.q8[j][i])
+                          : t == KvType::bf16 ? kernels::bf16_to_f32(tile.bf16[j][i])
+                                              : tile.f32[j][i];
         ASSERT_EQ(got, want[i]) << j << " " << i;
       }
-      if (j > 0 && t == KvType::q8) EXPECT_EQ(tile.q8[j], tile.q8[j - 1] + n);
-      if (j > 0 && t == KvType::f32) EXPECT_EQ(tile.f32[j], tile.f32[j - 1] + n);
+      if (j == 0) continue;
+      if (t == KvType::q8) EXPECT_EQ(tile.q8[j], tile.q8[j - 1] + n);
+      if (t == KvType::bf16) EXPECT_EQ(tile.bf16[j], tile.bf16[j - 1] + n);
+      if (t == KvType::f32) EXPECT_EQ(tile.f32[j], tile.f32[j - 1] + n);
     }
   }
   KvRows bad;

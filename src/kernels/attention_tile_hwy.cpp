@@ -7,8 +7,8 @@
 //                      decode's query heads of one KV group (model/attention.cpp), blocks of
 //                      4 heads x 4 rows of accumulators, four dots summed across lanes at once
 //   weighted_sum_tile: o[v ldo : +n] += sum_j p[v ldp + j] rows[j], a null row skipped
-// Rows are f32 or q8 (widened to f32 as they are loaded, their scale folded into the weight or
-// the score). Four query vectors' accumulators stay in registers, so each K or V vector
+// Rows are f32, bf16 or q8 (widened to f32 as they are loaded, a q8 row's scale folded into the
+// weight or the score). Four query vectors' accumulators stay in registers, so each K or V vector
 // loaded serves four of them.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/attention_tile_hwy.cpp"
@@ -40,6 +40,15 @@ struct Q8Rows {
     return hn::ConvertTo(DF(), hn::PromoteTo(hn::RebindToSigned<DF>(), hn::LoadU(d8, r[j] + i)));
   }
   float At(int64_t j, int64_t i) const { return float(r[j][i]); }
+};
+struct BF16Rows {  // a bf16 value is the top half of its f32
+  const BF16* const* r;
+  VF Load(int64_t j, int64_t i) const {
+    const hn::Rebind<uint16_t, DF> d16;
+    const auto u = hn::PromoteTo(hn::RebindToUnsigned<DF>(), hn::LoadU(d16, reinterpret_cast<const uint16_t*>(r[j] + i)));
+    return hn::BitCast(DF(), hn::ShiftLeft<16>(u));
+  }
+  float At(int64_t j, int64_t i) const { return bf16_to_f32(r[j][i]); }
 };
 HWY_INLINE float LaneSum(VF v) { return hn::GetLane(hn::SumOfLanes(DF(), v)); }
 
@@ -251,6 +260,7 @@ void ScoresRowsOf(const float* q, int64_t ldq, int64_t n_q, const Rows& k, const
 void ScoresRows(const float* q, int64_t ldq, int64_t n_q, const CacheRows& k, int64_t n_rows, int64_t dh, float scale,
                 float* s, int64_t lds) {
   if (k.q8) return ScoresRowsOf(q, ldq, n_q, Q8Rows{k.q8}, k.scale, n_rows, dh, scale, s, lds);
+  if (k.bf16) return ScoresRowsOf(q, ldq, n_q, BF16Rows{k.bf16}, nullptr, n_rows, dh, scale, s, lds);
   ScoresRowsOf(q, ldq, n_q, F32Rows{k.f32}, nullptr, n_rows, dh, scale, s, lds);
 }
 
@@ -384,6 +394,7 @@ void WeightedSumOf(const float* p, int64_t ldp, int64_t n_q, const T* const* row
 void WeightedSumTile(const float* p, int64_t ldp, int64_t n_q, const CacheRows& rows, int64_t n_rows, int64_t n,
                      float* o, int64_t ldo) {
   if (rows.q8) return WeightedSumOf<Q8Rows>(p, ldp, n_q, rows.q8, rows.scale, n_rows, n, o, ldo);
+  if (rows.bf16) return WeightedSumOf<BF16Rows>(p, ldp, n_q, rows.bf16, nullptr, n_rows, n, o, ldo);
   WeightedSumOf<F32Rows>(p, ldp, n_q, rows.f32, nullptr, n_rows, n, o, ldo);
 }
 

@@ -174,6 +174,7 @@ struct CacheRows {
   const float* const* f32 = nullptr;
   const int8_t* const* q8 = nullptr;
   const float* scale = nullptr;  // q8: one per row
+  const BF16* const* bf16 = nullptr;
 };
 
 // Attention over a tile of keys, with four query vectors' accumulators in registers at a

@@ -72,7 +72,7 @@ void score_keys(const GroupKeys& k, int64_t j0, int64_t j1) {
       for (int r = 0; r < b; ++r) k.cache.key_to_tile(k.at(b0 + r), k.g, tile, r);
     else
       k.cache.keys_to_tile(k.first + b0, b, k.g, tile);
-    if (k.q8.q && tile.in_q8) kernels::scores_rows_int8(k.q8, k.heads, tile.q8, tile.scale, b, dh, k.scale, k.p + b0, k.n);
+    if (k.q8.q && tile.in_q8()) kernels::scores_rows_int8(k.q8, k.heads, tile.q8, tile.scale, b, dh, k.scale, k.p + b0, k.n);
     else kernels::scores_rows(k.q, dh, k.heads, tile.rows(), b, dh, k.scale, k.p + b0, k.n);
     if (k.cap > 0)
       for (int h = 0; h < k.heads; ++h)

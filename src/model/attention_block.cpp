@@ -129,10 +129,13 @@ void attend_item(const ItemKeys& it, TileScratch& ts) {
     b.cache.keys_to_tile(j0, int(nk), it.g, keys);
     for (int64_t j = 0; j < nk; ++j) {  // K^T of the tile, as KvCache::key decodes each row
       float* kt = ts.kt.data() + j;
-      if (keys.in_q8) {
+      if (keys.type == KvType::q8) {
         const int8_t* k = keys.q8[j];
         const float s = keys.scale[j];
         for (int i = 0; i < dh; ++i) kt[i * kTileKeys] = s * float(k[i]);
+      } else if (keys.type == KvType::bf16) {
+        const kernels::BF16* k = keys.bf16[j];
+        for (int i = 0; i < dh; ++i) kt[i * kTileKeys] = kernels::bf16_to_f32(k[i]);
       } else {
         const float* k = keys.f32[j];
         for (int i = 0; i < dh; ++i) kt[i * kTileKeys] = k[i];

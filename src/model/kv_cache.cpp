@@ -82,18 +82,18 @@ void KvRows::to_tile(int64_t r0, int rows, int head, int n, KvTile& t, int j0) c
   // No division on this path: it runs for every row and step at every depth. A head's rows
   // are consecutive, so the tile is one run of n-value rows.
   const size_t a = at(r0, head, 0), w = size_t(n);
-  t.in_q8 = type_ == KvType::q8;
+  t.type = type_;
   switch (type_) {
     case KvType::f32: {
       const float* p = reinterpret_cast<const float*>(values_.data()) + a;
       for (int i = 0; i < rows; ++i) t.f32[j0 + i] = p + size_t(i) * w;
       break;
     }
-    case KvType::bf16:
-      if (t.decoded.size() < size_t(KvTile::kRows) * w) t.decoded.resize(size_t(KvTile::kRows) * w);
-      for (int i = 0; i < rows; ++i)
-        t.f32[j0 + i] = read(r0 + i, head * n, n, t.decoded.data() + size_t(j0 + i) * w);
+    case KvType::bf16: {
+      const kernels::BF16* p = reinterpret_cast<const kernels::BF16*>(values_.data()) + a;
+      for (int i = 0; i < rows; ++i) t.bf16[j0 + i] = p + size_t(i) * w;
       break;
+    }
     case KvType::q8: {
       if (n != group_)
         throw std::logic_error("KV tile: head rows of " + std::to_string(n) + " values are not one q8 group of " +

@@ -39,18 +39,24 @@ KvType parse_kv_type(const std::string& text);
 inline int kv_group(int n) { return n; }
 
 // Up to kRows rows of one KV head's keys or values as the attention kernels read them
-// (kernels::CacheRows): pointers into the cache (f32, or q8 with each row's scale), or rows
-// decoded into `decoded` (bf16). A thread keeps one and fills it tile by tile; a skipped row
-// is null (never read).
+// (kernels::CacheRows): pointers into the cache, in its type (q8 with each row's scale). A
+// thread keeps one and fills it tile by tile; a skipped row is null (never read).
 struct KvTile {
   static constexpr int kRows = 64;
   const float* f32[kRows] = {};
   const int8_t* q8[kRows] = {};
+  const kernels::BF16* bf16[kRows] = {};
   float scale[kRows] = {};
-  bool in_q8 = false;
-  std::vector<float> decoded;  // bf16: [kRows][row width], grown once
-  kernels::CacheRows rows() const { return in_q8 ? kernels::CacheRows{nullptr, q8, scale} : kernels::CacheRows{f32}; }
-  void skip(int j) { f32[j] = nullptr, q8[j] = nullptr; }
+  KvType type = KvType::f32;
+  bool in_q8() const { return type == KvType::q8; }
+  kernels::CacheRows rows() const {
+    switch (type) {
+      case KvType::q8: return {.q8 = q8, .scale = scale};
+      case KvType::bf16: return {.bf16 = bf16};
+      default: return {.f32 = f32};
+    }
+  }
+  void skip(int j) { f32[j] = nullptr, q8[j] = nullptr, bf16[j] = nullptr; }
 };
 
 // Stored head-major: a row of `width` values is `heads` head rows of width / heads, and head h's
