@@ -6,6 +6,8 @@
 //   sparse_attention.cpp  top-k keys by the full layer's scores + recent window, own softmax
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -202,6 +204,26 @@ void attention_batch_output(const AttentionWeights& w, int64_t n_query, Attentio
 // Items are (KV head, block of rows): their bounds depend only on the work, so two threads
 // give one thread's bits. The results equal decode's up to float rounding, not bit for bit.
 constexpr int64_t kTileKeys = 64;
+
+// One tile's logits p[0, n) folded into a running softmax (its largest logit m, its sum l):
+//   m' = max(m, m_t),  p_j = e^(p_j - m_t) e^(m_t - m'),  l = l e^(m - m') + sum_j p_j,
+// m_t the tile's max (kernels::exp_below_max takes the exponentials against it, so the
+// factor e^(m_t - m') is 1 unless an earlier tile was larger). Returns e^(m - m'), the factor
+// the running output takes (0 while m is -inf). A tile of -inf only leaves p 0, m and l as
+// they were, and returns 1.
+template <class Sum>
+float fold_into_softmax(float* p, int64_t n, float& m, Sum& l) {
+  const kernels::ExpSum e = kernels::exp_below_max(p, n);
+  if (e.max == -INFINITY) return 1.0f;
+  const float top = std::max(m, e.max);
+  const float rescale = std::exp(m - top), to_top = std::exp(e.max - top);
+  if (to_top != 1.0f)
+    for (int64_t j = 0; j < n; ++j) p[j] *= to_top;
+  l = Sum(l * rescale + e.sum * to_top);
+  m = top;
+  return rescale;
+}
+
 static_assert(kTileKeys <= KvTile::kRows, "a block's tile of values fits one KvTile");
 constexpr int64_t kBlockVectors = 64;
 

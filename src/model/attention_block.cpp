@@ -64,10 +64,8 @@ struct ItemKeys {
 };
 
 // The tile's logits S (scaled, capped, masked to -inf outside each row's keys), each row's
-// kept maxima over its heads, and the weights P in place. A softmax row takes the tile's
-// exponentials against the tile's own max m_t (kernels::exp_below_max) and brings them to the
-// running max m' = max(m, m_t) with one factor e^(m_t - m'), 1 unless an earlier tile's
-// logits were larger.
+// kept maxima over its heads, and the weights P in place (a softmax row's through
+// fold_into_softmax, model/attention.h).
 void tile_weights(const ItemKeys& it, int64_t j0, int64_t nk, float* s, float* max, double* sum, float* o) {
   const QueryBlock& b = it.b;
   const int group = it.shape.group, dh = it.shape.dh;
@@ -93,15 +91,7 @@ void tile_weights(const ItemKeys& it, int64_t j0, int64_t nk, float* s, float* m
         sum[v] += tile_sum;
         continue;
       }
-      const kernels::ExpSum e = kernels::exp_below_max(sv, nk);
-      if (e.max == -INFINITY) continue;  // no key of this tile is the row's: P = 0
-      const float top = std::max(max[v], e.max);
-      const float rescale = std::exp(max[v] - top);  // e^(m - m'): 0 while m is -inf
-      const float to_top = std::exp(e.max - top);    // e^(m_t - m')
-      if (to_top != 1.0f)
-        for (int64_t j = 0; j < nk; ++j) sv[j] *= to_top;
-      sum[v] = sum[v] * rescale + e.sum * to_top;
-      max[v] = top;
+      const float rescale = fold_into_softmax(sv, nk, max[v], sum[v]);
       if (rescale != 1.0f)
         for (int i = 0; i < dh; ++i) o[v * dh + i] *= rescale;
     }

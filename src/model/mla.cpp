@@ -273,17 +273,10 @@ void absorbed_part(const MixerSpec& m, float scale, const MlaCache& cache, const
     for (int r = 0; r < n; ++r) rows[r] = cache.row(t0 + r, rows_buf + int64_t(r) * width);
     kernels::scores_rows(q_cat + int64_t(h0) * width, width, heads, tile_rows, n, width, scale, p, kMlaTile);
     for (int h = h0; h < h1; ++h) {
-      float* ph = p + int64_t(h - h0) * kMlaTile;
-      const float best = std::max(top[h], *std::max_element(ph, ph + n));
-      const float rescale = std::exp(top[h] - best);  // e^(-inf) = 0 on the first tile
+      const float rescale = fold_into_softmax(p + int64_t(h - h0) * kMlaTile, n, top[h], sum[h]);
       float* a = acc + int64_t(h) * L;
-      if (rescale != 1.0f)
+      if (rescale != 1.0f)  // 0 on the first tile
         for (int i = 0; i < L; ++i) a[i] *= rescale;
-      for (int r = 0; r < n; ++r) ph[r] -= best;
-      kernels::exp(ph, n, ph);
-      float l = sum[h] * rescale;
-      for (int r = 0; r < n; ++r) l += ph[r];
-      top[h] = best, sum[h] = l;
     }
     kernels::weighted_sum_tile(p, kMlaTile, heads, tile_rows, n, L, acc + int64_t(h0) * L, L);
   }
