@@ -79,7 +79,7 @@ void KvRows::to_tile(int64_t r0, int rows, int head, int n, KvTile& t, int j0) c
   if (n != head_width_)
     throw std::logic_error("KV tile: rows of " + std::to_string(n) + " values from head rows of " +
                            std::to_string(head_width_));
-  // No division on this path: it runs for every row and step at every depth. A head's rows
+  // No division per row on this path: it runs for every row and step at every depth. A head's rows
   // are consecutive, so the tile is one run of n-value rows.
   const size_t a = at(r0, head, 0), w = size_t(n);
   t.type = type_;
