@@ -37,9 +37,8 @@ void KvRows::init(KvType type, int width, int group, int64_t rows, int heads) {
   width_ = width, heads_ = heads, head_width_ = width / heads;
   rows_ = rows;
   group_ = type == KvType::q8 ? group : 0;
-  groups_per_head_ = type == KvType::q8 ? head_width_ / group : 0;
   values_.assign(size_t(rows) * size_t(width) * value_bytes(type));
-  scales_.assign(type == KvType::q8 ? size_t(rows) * size_t(heads) * size_t(groups_per_head_) : 0);
+  scales_.assign(type == KvType::q8 ? size_t(rows) * size_t(width / group) : 0);  // group divides a head row
 }
 
 void KvRows::write(int64_t r, const float* x) {

@@ -80,8 +80,8 @@ class KvRows {
   // otherwise decoded into buf[0, n).
   const float* read(int64_t r, int offset, int n, float* buf) const;
   // Head `head`'s values [head n, (head + 1) n) of rows r0 .. r0 + rows - 1 as rows j0 .. of
-  // a tile, n the head row's width: in place for f32, and for q8 when they are one group (a
-  // KV head row; throws std::logic_error otherwise); decoded for bf16.
+  // a tile, n the head row's width: pointers into the cache, for q8 when they are one group
+  // (a KV head row; throws std::logic_error otherwise).
   void to_tile(int64_t r0, int rows, int head, int n, KvTile& t, int j0) const;
   // Bytes of one row as allocated (values and scales), and of the whole store.
   double bytes_per_row() const;
@@ -92,7 +92,7 @@ class KvRows {
 
  private:
   KvType type_ = KvType::f32;
-  int width_ = 0, heads_ = 1, head_width_ = 0, group_ = 0, groups_per_head_ = 0;
+  int width_ = 0, heads_ = 1, head_width_ = 0, group_ = 0;
   int64_t rows_ = 0;
   kernels::LargeArray<uint8_t> values_;       // [heads][rows][head_width] in type_
   kernels::LargeArray<kernels::F16> scales_;  // q8: [heads][rows][head_width / group]

@@ -59,7 +59,7 @@ void check_cache(const MlaCache& cache, const MixerSpec& m, int64_t pos) {
 
 void check_scratch(const MlaScratch& s, const MixerSpec& m, int64_t pos) {
   const size_t h = size_t(m.n_heads);
-  if (s.q.size() < h * size_t(m.qk_nope_dim + m.qk_rope_dim) || s.q_lat.size() < h * size_t(m.kv_lora_rank) ||
+  if (s.q.size() < h * size_t(m.qk_nope_dim + m.qk_rope_dim) || s.o_lat.size() < h * size_t(m.kv_lora_rank) ||
       s.q_cat.size() < h * size_t(m.kv_lora_rank + m.qk_rope_dim) ||
       s.o.size() < h * size_t(m.v_head_dim) || s.q_a.size() < size_t(m.q_lora_rank) ||
       s.rows.size() < h * size_t(m.qk_nope_dim) || s.heads < m.n_heads || pos >= s.context)
@@ -180,7 +180,7 @@ void MlaScratch::reserve(const MixerSpec& m, int64_t ctx) {
   grow(q_a, size_t(m.q_lora_rank));
   grow(q, h * size_t(m.qk_nope_dim + m.qk_rope_dim));
   grow(q_cat, h * size_t(m.kv_lora_rank + m.qk_rope_dim));
-  grow(q_lat, h * size_t(m.kv_lora_rank));
+  grow(o_lat, h * size_t(m.kv_lora_rank));
   grow(k, h * size_t(m.qk_nope_dim));
   grow(v, h * size_t(m.v_head_dim));
   grow(o, h * size_t(m.v_head_dim));
@@ -328,7 +328,7 @@ void absorbed_values(const MlaWeights& w, const MixerSpec& m, int64_t pos, const
   for (int h = 0; h < H; ++h) {
     float M = -INFINITY, l = 0;
     for (int64_t i = 0; i < parts; ++i) M = std::max(M, s.parts[size_t(i * part_floats + int64_t(H) * L + h)]);
-    float* o_lat = s.q_lat.data() + int64_t(h) * L;
+    float* o_lat = s.o_lat.data() + int64_t(h) * L;
     std::fill(o_lat, o_lat + L, 0.0f);
     for (int64_t i = 0; i < parts; ++i) {
       const float* part = s.parts.data() + i * part_floats;
@@ -340,7 +340,7 @@ void absorbed_values(const MlaWeights& w, const MixerSpec& m, int64_t pos, const
     for (int i = 0; i < L; ++i) o_lat[i] *= inv;
   }
   kernels::run_items(workers, H, [&](int64_t h) {
-    kernels::matvec(w.wv_b.slice_rows(h * dv, dv), s.q_lat.data() + h * L, s.o.data() + h * dv, nullptr);
+    kernels::matvec(w.wv_b.slice_rows(h * dv, dv), s.o_lat.data() + h * L, s.o.data() + h * dv, nullptr);
   });
 }
 

@@ -82,7 +82,7 @@ struct MlaScratch {
   std::vector<float> q_a;     // [q_lora]
   std::vector<float> q;       // [h (nope + rope)]
   std::vector<float> q_cat;   // absorbed queries [W_UK_i^T q_nope_i ; q_pe_i]: [h (kv_lora + rope)]
-  std::vector<float> q_lat;   // the heads' o_lat: [h kv_lora]
+  std::vector<float> o_lat;   // the heads' latent outputs, before W_UV: [h kv_lora]
   std::vector<float> k, v;    // reference: one position's keys [h nope] and values [h v]
   std::vector<float> o, gate; // [h v]
   std::vector<float> scores;  // [h][context]
