@@ -284,26 +284,34 @@ TEST(KernelsVector, StateDecayAddMatchesReference) {
   });
 }
 
-// Cache rows as stored (kernels::CacheRows): f32 rows, bf16 rows (the f32 values rounded), or
-// int8 rows with a scale each.
-enum class Stored { f32, bf16, q8 };
-const char* name_of(Stored t) { return t == Stored::f32 ? "f32" : t == Stored::bf16 ? "bf16" : "q8"; }
+// Cache rows as stored (kernels::CacheRows): f32 rows, bf16 or f16 rows (the f32 values rounded),
+// or int8 rows with a scale each.
+enum class Stored { f32, bf16, f16, q8 };
+const char* name_of(Stored t) {
+  return t == Stored::f32 ? "f32" : t == Stored::bf16 ? "bf16" : t == Stored::f16 ? "f16" : "q8";
+}
 struct StoredRows {
   std::vector<float> f32;
   std::vector<BF16> bf16;
+  std::vector<F16> f16;
   std::vector<int8_t> q8;
   std::vector<float> scale;
   std::vector<const float*> f32_rows;
   std::vector<const BF16*> bf16_rows;
+  std::vector<const F16*> f16_rows;
   std::vector<const int8_t*> q8_rows;
   // Row j's value i as the kernels must read it.
   double at(Stored t, int64_t j, int64_t i, int64_t n) const {
     const size_t k = size_t(j * n + i);
-    return t == Stored::q8 ? double(scale[size_t(j)]) * q8[k] : t == Stored::bf16 ? bf16_to_f32(bf16[k]) : f32[k];
+    return t == Stored::q8     ? double(scale[size_t(j)]) * q8[k]
+           : t == Stored::bf16 ? bf16_to_f32(bf16[k])
+           : t == Stored::f16  ? f16_to_f32(f16[k])
+                               : f32[k];
   }
   CacheRows rows(Stored t) const {
     if (t == Stored::q8) return {.q8 = q8_rows.data(), .scale = scale.data()};
     if (t == Stored::bf16) return {.bf16 = bf16_rows.data()};
+    if (t == Stored::f16) return {.f16 = f16_rows.data()};
     return {.f32 = f32_rows.data()};
   }
 };
@@ -313,7 +321,7 @@ template <class Skipped>
 StoredRows stored_rows(int64_t n_rows, int64_t n, std::mt19937& rng, Skipped skipped) {
   StoredRows s;
   s.f32 = randn(n_rows * n, rng);
-  for (float v : s.f32) s.bf16.push_back(f32_to_bf16(v));
+  for (float v : s.f32) s.bf16.push_back(f32_to_bf16(v)), s.f16.push_back(f32_to_f16(v));
   std::uniform_int_distribution<int> value(-127, 127);
   std::uniform_real_distribution<float> factor(0.001f, 0.02f);
   for (int64_t i = 0; i < n_rows * n; ++i) s.q8.push_back(int8_t(value(rng)));
@@ -321,6 +329,7 @@ StoredRows stored_rows(int64_t n_rows, int64_t n, std::mt19937& rng, Skipped ski
     s.scale.push_back(factor(rng));
     s.f32_rows.push_back(skipped(j) ? nullptr : s.f32.data() + j * n);
     s.bf16_rows.push_back(skipped(j) ? nullptr : s.bf16.data() + j * n);
+    s.f16_rows.push_back(skipped(j) ? nullptr : s.f16.data() + j * n);
     s.q8_rows.push_back(skipped(j) ? nullptr : s.q8.data() + j * n);
   }
   return s;
@@ -358,13 +367,13 @@ TEST(KernelsVector, MaxRowsIsStdMaxOverRows) {
 }
 
 // Decode's tiles read the rows as the cache stores them: scores of a few query heads with f32,
-// bf16 or int8 key rows (their scale and the logit scale applied), and value sums in which a null
+// bf16, f16 or int8 key rows (their scale and the logit scale applied), and value sums in which a null
 // row is never read. Against double loops, at sizes covering the 4 x 4, 4 x 2 and 1 x 4 blocks,
 // the vector widths (up to 16 f32 lanes), the scalar tails and lists past one of 64 rows.
 TEST(KernelsVector, ScoresRowsAndWeightedSumsReadRowsAsStored) {
   std::mt19937 rng(16);
   for_each_target([&] {
-    for (Stored in : {Stored::f32, Stored::bf16, Stored::q8})
+    for (Stored in : {Stored::f32, Stored::bf16, Stored::f16, Stored::q8})
       for (int64_t dh : {1, 5, 64, 80, 129})
         for (int64_t n_q : {1, 4, 7, 9, 16})
           for (int64_t n_rows : {1, 3, 6, 7, 8, 64, 67}) {

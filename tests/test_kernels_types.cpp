@@ -23,6 +23,11 @@ float float_of(uint32_t b) {
   std::memcpy(&x, &b, 4);
   return x;
 }
+uint32_t float_bits(float x) {
+  uint32_t b;
+  std::memcpy(&b, &x, 4);
+  return b;
+}
 
 // A binary float format from its definition: value = (-1)^s * 2^(e - bias) * 1.m, or
 // 2^(1 - bias) * 0.m when e = 0. Returns +-inf for the all-ones exponent with m = 0.
@@ -243,7 +248,28 @@ TEST(KernelsQuant, SimdCodecsMatchReferenceExactly) {
       ref::bf16_to_f32_row(h.data(), n, back_ref.data());
       ASSERT_TRUE(same_bytes(back, back_ref)) << "n " << n;
     }
+    // f16 rows: every code (subnormals, infinities, NaNs) widened as the scalar f16_to_f32
+    // (itself checked against the format above), from offsets 0 and 1 so the vector loop and
+    // the scalar tail both see each code.
+    std::vector<F16> codes(65537);
+    for (uint32_t b = 0; b < 65536; ++b) codes[b + 1] = F16{uint16_t(b)};
+    for (int offset : {1, 0}) {
+      std::vector<float> wide(65536);
+      f16_to_f32_row(codes.data() + offset, 65536, wide.data());
+      for (uint32_t b = 0; b < 65536; ++b) {
+        const float want = f16_to_f32(codes[size_t(b) + size_t(offset)]);
+        ASSERT_TRUE(std::isnan(want) ? std::isnan(wide[b]) : float_bits(wide[b]) == float_bits(want))
+            << "code at " << b << " offset " << offset;
+      }
+    }
   });
+  // The f16 writer rounds as f32_to_f16 and refuses a finite value it would make inf.
+  const float x[4] = {1.0f / 3, -65519.0f, NAN, 0x1p-20f};
+  F16 h[4];
+  f32_to_f16_row(x, 4, h);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(h[i].bits, f32_to_f16(x[i]).bits) << i;
+  const float beyond[2] = {0.0f, 65520.0f};
+  EXPECT_THROW(f32_to_f16_row(beyond, 2, h), KernelError);
 }
 
 TEST(KernelsQuant, EncodeMatrixAndSliceRows) {

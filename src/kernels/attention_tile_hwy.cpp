@@ -7,13 +7,14 @@
 //                      decode's query heads of one KV group (model/attention.cpp), blocks of
 //                      4 heads x 4 rows of accumulators, four dots summed across lanes at once
 //   weighted_sum_tile: o[v ldo : +n] += sum_j p[v ldp + j] rows[j], a null row skipped
-// Rows are f32, bf16 or q8 (widened to f32 as they are loaded, a q8 row's scale folded into the
+// Rows are f32, bf16, f16 or q8 (widened to f32 as they are loaded, a q8 row's scale folded into the
 // weight or the score). Four query vectors' accumulators stay in registers, so each K or V vector
 // loaded serves four of them.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/attention_tile_hwy.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
+#include "kernels/f16_hwy-inl.h"
 
 #include <algorithm>
 
@@ -49,6 +50,11 @@ struct BF16Rows {  // a bf16 value is the top half of its f32
     return hn::BitCast(DF(), hn::ShiftLeft<16>(u));
   }
   float At(int64_t j, int64_t i) const { return bf16_to_f32(r[j][i]); }
+};
+struct F16Rows {  // widened exactly (kernels/f16_hwy-inl.h)
+  const F16* const* r;
+  VF Load(int64_t j, int64_t i) const { return LoadF16(DF(), reinterpret_cast<const uint16_t*>(r[j] + i)); }
+  float At(int64_t j, int64_t i) const { return f16_to_f32(r[j][i]); }
 };
 HWY_INLINE float LaneSum(VF v) { return hn::GetLane(hn::SumOfLanes(DF(), v)); }
 
@@ -261,6 +267,7 @@ void ScoresRows(const float* q, int64_t ldq, int64_t n_q, const CacheRows& k, in
                 float* s, int64_t lds) {
   if (k.q8) return ScoresRowsOf(q, ldq, n_q, Q8Rows{k.q8}, k.scale, n_rows, dh, scale, s, lds);
   if (k.bf16) return ScoresRowsOf(q, ldq, n_q, BF16Rows{k.bf16}, nullptr, n_rows, dh, scale, s, lds);
+  if (k.f16) return ScoresRowsOf(q, ldq, n_q, F16Rows{k.f16}, nullptr, n_rows, dh, scale, s, lds);
   ScoresRowsOf(q, ldq, n_q, F32Rows{k.f32}, nullptr, n_rows, dh, scale, s, lds);
 }
 
@@ -395,6 +402,7 @@ void WeightedSumTile(const float* p, int64_t ldp, int64_t n_q, const CacheRows& 
                      float* o, int64_t ldo) {
   if (rows.q8) return WeightedSumOf<Q8Rows>(p, ldp, n_q, rows.q8, rows.scale, n_rows, n, o, ldo);
   if (rows.bf16) return WeightedSumOf<BF16Rows>(p, ldp, n_q, rows.bf16, nullptr, n_rows, n, o, ldo);
+  if (rows.f16) return WeightedSumOf<F16Rows>(p, ldp, n_q, rows.f16, nullptr, n_rows, n, o, ldo);
   WeightedSumOf<F32Rows>(p, ldp, n_q, rows.f32, nullptr, n_rows, n, o, ldo);
 }
 

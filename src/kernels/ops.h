@@ -168,13 +168,15 @@ void state_products(const float* S, int64_t rows, int64_t cols, const float* a, 
 // S = Diag(e^g) S + k delta^T): axpby(k[r], delta, decay[r], cols, S + r cols) row by row, the
 // same bits, in one call.
 void state_decay_add(float* S, int64_t rows, int64_t cols, const float* decay, const float* k, const float* delta);
-// Cache rows as attention reads them in place: f32 rows, or q8 rows with one scale each (row j
-// = scale[j] q8[j], a KV cache's head row). A null row is skipped where a kernel says so.
+// Cache rows as attention reads them in place: f32, bf16 or f16 rows, or q8 rows with one scale
+// each (row j = scale[j] q8[j], a KV cache's head row). One of the lists is set. A null row is
+// skipped where a kernel says so.
 struct CacheRows {
   const float* const* f32 = nullptr;
   const int8_t* const* q8 = nullptr;
   const float* scale = nullptr;  // q8: one per row
   const BF16* const* bf16 = nullptr;
+  const F16* const* f16 = nullptr;
 };
 
 // Attention over a tile of keys, with four query vectors' accumulators in registers at a

@@ -5,6 +5,7 @@
 #define HWY_TARGET_INCLUDE "kernels/quant_hwy.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
+#include "kernels/f16_hwy-inl.h"
 
 #include <algorithm>
 #include <cmath>
@@ -195,6 +196,15 @@ void BF16ToF32Row(const BF16* x, int64_t n, float* out) {
   for (; i < n; ++i) out[i] = bf16_to_f32(x[i]);
 }
 
+void F16ToF32Row(const F16* x, int64_t n, float* out) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = int64_t(hn::Lanes(d));
+  const uint16_t* p = reinterpret_cast<const uint16_t*>(x);
+  int64_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(LoadF16(d, p + i), d, out + i);
+  for (; i < n; ++i) out[i] = f16_to_f32(x[i]);
+}
+
 }  // namespace wren::kernels::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -208,6 +218,7 @@ HWY_EXPORT(QuantizeQ4Row);
 HWY_EXPORT(DequantizeQ4Row);
 HWY_EXPORT(F32ToBF16Row);
 HWY_EXPORT(BF16ToF32Row);
+HWY_EXPORT(F16ToF32Row);
 
 void quantize_q8_row(const float* x, int64_t n, int group, int8_t* q, F16* scales) {
   check_groups("quantize_q8_row", n, group, false);
@@ -234,6 +245,9 @@ void f32_to_bf16_row(const float* x, int64_t n, BF16* out) {
 }
 void bf16_to_f32_row(const BF16* x, int64_t n, float* out) {
   HWY_DYNAMIC_DISPATCH(BF16ToF32Row)(x, n, out);
+}
+void f16_to_f32_row(const F16* x, int64_t n, float* out) {
+  HWY_DYNAMIC_DISPATCH(F16ToF32Row)(x, n, out);
 }
 
 }  // namespace wren::kernels

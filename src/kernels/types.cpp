@@ -70,6 +70,15 @@ F16 f32_to_f16(float x) {
   return F16{uint16_t(sign | ((r + 0xFFFu + ((r >> 13) & 1u)) >> 13))};
 }
 
+void f32_to_f16_row(const float* x, int64_t n, F16* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    out[i] = f32_to_f16(x[i]);
+    if ((out[i].bits & 0x7FFFu) == 0x7C00u && std::isfinite(x[i]))
+      throw KernelError("f16 row: value " + std::to_string(x[i]) + " at " + std::to_string(i) +
+                        " is beyond f16's range (|x| < 65520)");
+  }
+}
+
 F16 f16_round_up(float x) {
   F16 h = f32_to_f16(x);
   if (f16_to_f32(h) < x) ++h.bits;  // positive: the next code is the next larger value

@@ -129,6 +129,11 @@ void quantize_q4_row(const float* x, int64_t n, int group, uint8_t* q, F16* scal
 void dequantize_q4_row(const uint8_t* q, const F16* scales, int64_t n, int group, float* out);
 void f32_to_bf16_row(const float* x, int64_t n, BF16* out);
 void bf16_to_f32_row(const BF16* x, int64_t n, float* out);
+// f16 rows (round to nearest even). The writer is scalar (rows are written once a token) and
+// throws KernelError naming the value when a finite x is beyond f16's range (|x| >= 65520
+// would round to inf); NaN stays NaN. The reader is SIMD and exact (kernels/f16_hwy-inl.h).
+void f32_to_f16_row(const float* x, int64_t n, F16* out);
+void f16_to_f32_row(const F16* x, int64_t n, float* out);
 
 // Shared helpers of the codecs: checks and the per-group scale rule.
 void check_groups(const char* what, int64_t n, int group, bool q4);
