@@ -324,7 +324,7 @@ inline void expect_converted_matches(const HfModel& m, const TempDir& dir) {
   ConvertOptions o;
   o.dtype = kernels::DType::f32;
   convert_gguf_file(dir / "m.gguf", dir / "wren", o);
-  Session s(open_model(dir / "wren"));
+  Session s(open_model(dir / "wren"), {.kv = KvType::f32});  // the oracle's f32, not the default f16 cache
   HfOracle oracle(m);
   std::vector<float> logits(static_cast<size_t>(s.vocab_rows()));
   for (int32_t t : testing_util::random_tokens(6, kVocab, 5)) {

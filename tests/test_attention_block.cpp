@@ -129,7 +129,7 @@ TEST(AttentionBlock, EqualsDecodeRowByRow) {
     const AttentionWeights& w = model->layers[size_t(i)].attn;
     AttentionBatch projections;
     attention_batch_inputs({w, c.mixer(i), x.data(), c.d_model, T, true, x.data(), T}, projections, nullptr);
-    for (KvType kv : {KvType::f32, KvType::q8}) {
+    for (KvType kv : {KvType::f32, KvType::bf16, KvType::f16, KvType::q8}) {
       SCOPED_TRACE("layer " + std::to_string(i) + " kv " + to_string(kv));
       const LayerCase l{c, w, c.mixer(i), projections, T, kv};
       const LayerRun ref = decode_rows(l), one = block_rows(l, chunk, nullptr), two = block_rows(l, chunk, &pool);

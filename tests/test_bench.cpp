@@ -6,8 +6,12 @@
 #include <cmath>
 #include <filesystem>
 
+#include "config/parse.h"
 #include "runtime/bench.h"
 #include "runtime/model_files.h"
+#include "runtime/session.h"
+#include "runtime/stats.h"
+#include "test_util.h"
 
 namespace wren {
 namespace {
@@ -50,6 +54,9 @@ TEST(Bench, RunOnTheShippedModel) {
   EXPECT_EQ(tg.bytes.engram, full.engram);
   EXPECT_GT(tg.bytes.engram, 0);
   EXPECT_GT(tg.bytes.kv, 0);
+  // The default cache is f16, and this model has no recurrent state: half the f32 figure.
+  EXPECT_EQ(tg.kv, KvType::f16);
+  EXPECT_DOUBLE_EQ(tg.bytes.kv, full.kv / 2);
   EXPECT_LT(tg.bytes.lm_head, full.lm_head);  // the pre-score read less than the whole head
   EXPECT_NEAR(tg.roofline, tg.bytes.total() * tg.avg_ts / bandwidth, 1e-12);
   EXPECT_EQ(tg.paired_roofline, 0);  // no probe given
@@ -73,6 +80,25 @@ TEST(Bench, PairedRooflineHasOneSampleOfEachDecodeStep) {
   EXPECT_GT(tg.paired_bandwidth, 0);
   const BenchResult pp = run_bench_test(model, {.n_prompt = 8, .threads = 1}, o, 10e9, &probe);
   EXPECT_EQ(pp.paired_roofline, 0);  // prompt tests have no roofline
+}
+
+// Recurrent states are f32 whatever the caches are stored in: nenya-mini with every layer GDN-2
+// (no cache at all) reads the same bytes at every cache value size and context, and the
+// hybrid's reads move with the value size by its caches' part alone, which grows with context.
+TEST(Bench, RecurrentStatesStayF32InEveryCacheType) {
+  Json j = to_json(load_preset("nenya-mini"));
+  for (Json& layer : j["layers"]) layer["mixer"] = "gdn2";
+  auto recurrent = testing_util::random_model(parse_model_config(j, "nenya-mini, GDN-2 only"), 1, kernels::DType::q8);
+  const double state = cache_bytes_per_token(*recurrent, 64, 4.0);
+  EXPECT_GT(state, 0);
+  EXPECT_EQ(cache_bytes_per_token(*recurrent, 64, 2.0), state);
+  EXPECT_EQ(cache_bytes_per_token(*recurrent, 128, 1.0625), state);
+  auto hybrid = testing_util::random_model(load_preset("nenya-mini"), 1, kernels::DType::q8);
+  const auto cache_part = [&](int64_t n) {
+    return cache_bytes_per_token(*hybrid, n, 4.0) - cache_bytes_per_token(*hybrid, n, 2.0);
+  };
+  EXPECT_GT(cache_part(64), 0);
+  EXPECT_NEAR(cache_part(128), 2 * cache_part(64), 1e-9 * cache_part(64));  // no constant (state) part
 }
 
 }  // namespace

@@ -40,7 +40,7 @@ void expect_logits_match(const HfModel& m, int shards) {
     EXPECT_TRUE(u.find("rotary_emb") != std::string::npos || u.rfind("mtp.", 0) == 0 || u.rfind("model.visual.", 0) == 0)
         << "unread tensor " << u;
 
-  Session s(open_model(dst));
+  Session s(open_model(dst), {.kv = KvType::f32});  // the oracle's f32, not the default f16 cache
   HfOracle oracle(m);
   const std::vector<int32_t> tokens = testing_util::random_tokens(7, kVocab, 3);
   std::vector<float> logits(static_cast<size_t>(s.vocab_rows()));

@@ -338,7 +338,7 @@ TEST(MlaAbsorbed, ThreadCountIndependent) {
   }
 }
 
-// The tiled absorbed form on bf16 and q8 caches equals the reference form reading the same
+// The tiled absorbed form on bf16, f16 and q8 caches equals the reference form reading the same
 // cache, over lengths that cross the 64-row tiles and the split into parts, with 2 threads.
 TEST(MlaAbsorbed, EqualsReferenceOnEachCacheType) {
   const int d = 64;
@@ -347,7 +347,7 @@ TEST(MlaAbsorbed, EqualsReferenceOnEachCacheType) {
     Layer L(m, d, DType::f32, 0, 31);
     const ModelConfig c = config_for(d);
     kernels::ThreadPool pool(2);
-    for (KvType t : {KvType::f32, KvType::bf16, KvType::q8}) {
+    for (KvType t : {KvType::f32, KvType::bf16, KvType::f16, KvType::q8}) {
       SCOPED_TRACE(std::string(to_string(t)) + ", heads " + std::to_string(heads));
       MlaCache cache;
       cache.init(m, 300, t);

@@ -34,7 +34,7 @@ BlockShape block_shape(const QueryBlock& b) {
 
 // One thread's tiles, grown once.
 struct TileScratch {
-  std::vector<float> q, kt, s;
+  std::vector<float> q, kt, s, k_row;
   std::vector<int8_t> q8;  // the query vectors rounded as decode's int8 scores round them
   std::vector<float> q8_scale;
   std::vector<int32_t> q8_sum;
@@ -42,7 +42,7 @@ struct TileScratch {
     const auto grow = []<class T>(std::vector<T>& v, int64_t n) {
       if (v.size() < size_t(n)) v.resize(size_t(n));
     };
-    grow(q, vectors * dh), grow(kt, int64_t(dh) * kTileKeys);
+    grow(q, vectors * dh), grow(kt, int64_t(dh) * kTileKeys), grow(k_row, dh);
     grow(s, vectors * kTileKeys);
     grow(q8, vectors * dh), grow(q8_scale, vectors), grow(q8_sum, vectors);
   }
@@ -98,6 +98,24 @@ void tile_weights(const ItemKeys& it, int64_t j0, int64_t nk, float* s, float* m
   }
 }
 
+// K^T of a tile, kt[i kTileKeys + j] = k_j[i], each row as KvCache::key decodes it: bf16 and f16
+// rows widened by the row codecs (SIMD) into `row` first, so the strided stores are all that is
+// left per value.
+void keys_transposed(const KvTile& keys, int64_t nk, int dh, float* row, float* kt) {
+  for (int64_t j = 0; j < nk; ++j) {
+    const float* k = row;
+    switch (keys.type) {
+      case KvType::f32: k = keys.f32[j]; break;
+      case KvType::bf16: kernels::bf16_to_f32_row(keys.bf16[j], dh, row); break;
+      case KvType::f16: kernels::f16_to_f32_row(keys.f16[j], dh, row); break;
+      case KvType::q8:
+        for (int i = 0; i < dh; ++i) row[i] = keys.scale[j] * float(keys.q8[j][i]);
+        break;
+    }
+    for (int i = 0; i < dh; ++i) kt[i * kTileKeys + j] = k[i];
+  }
+}
+
 void attend_item(const ItemKeys& it, TileScratch& ts) {
   const QueryBlock& b = it.b;
   const int group = it.shape.group, dh = it.shape.dh;
@@ -117,20 +135,7 @@ void attend_item(const ItemKeys& it, TileScratch& ts) {
     const int64_t nk = std::min(kTileKeys, k1 - j0);
     KvTile& keys = thread_tile();
     b.cache.keys_to_tile(j0, int(nk), it.g, keys);
-    for (int64_t j = 0; j < nk; ++j) {  // K^T of the tile, as KvCache::key decodes each row
-      float* kt = ts.kt.data() + j;
-      if (keys.type == KvType::q8) {
-        const int8_t* k = keys.q8[j];
-        const float s = keys.scale[j];
-        for (int i = 0; i < dh; ++i) kt[i * kTileKeys] = s * float(k[i]);
-      } else if (keys.type == KvType::bf16) {
-        const kernels::BF16* k = keys.bf16[j];
-        for (int i = 0; i < dh; ++i) kt[i * kTileKeys] = kernels::bf16_to_f32(k[i]);
-      } else {
-        const float* k = keys.f32[j];
-        for (int i = 0; i < dh; ++i) kt[i * kTileKeys] = k[i];
-      }
-    }
+    keys_transposed(keys, nk, dh, ts.k_row.data(), ts.kt.data());
     kernels::scores_tile(ts.q.data(), dh, vectors, ts.kt.data(), kTileKeys, nk, dh, ts.s.data(), kTileKeys);
     tile_weights(it, j0, nk, ts.s.data(), max, sum, o);
     KvTile& values = thread_tile();

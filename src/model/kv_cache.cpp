@@ -1,4 +1,4 @@
-// The cache storage: f32, bf16 or q8 rows written and read through the kernels' row codecs
+// The cache storage: f32, bf16, f16 or q8 rows written and read through the kernels' row codecs
 // (SIMD, dispatched at run time). The layout is in model/kv_cache.h.
 #include "model/kv_cache.h"
 
@@ -10,6 +10,7 @@ const char* to_string(KvType t) {
   switch (t) {
     case KvType::f32: return "f32";
     case KvType::bf16: return "bf16";
+    case KvType::f16: return "f16";
     case KvType::q8: return "q8";
   }
   return "?";
@@ -18,13 +19,14 @@ const char* to_string(KvType t) {
 KvType parse_kv_type(const std::string& text) {
   if (text == "f32") return KvType::f32;
   if (text == "bf16") return KvType::bf16;
+  if (text == "f16") return KvType::f16;
   if (text == "q8") return KvType::q8;
-  throw std::invalid_argument("KV cache type \"" + text + "\": expected f32, bf16 or q8");
+  throw std::invalid_argument("KV cache type \"" + text + "\": expected f32, bf16, f16 or q8");
 }
 
 namespace {
 
-size_t value_bytes(KvType t) { return t == KvType::f32 ? 4 : t == KvType::bf16 ? 2 : 1; }
+size_t value_bytes(KvType t) { return t == KvType::f32 ? 4 : t == KvType::q8 ? 1 : 2; }
 
 }  // namespace
 
@@ -50,6 +52,7 @@ void KvRows::write(int64_t r, const float* x) {
     switch (type_) {
       case KvType::f32: std::memcpy(row, xh, size_t(head_width_) * sizeof(float)); break;
       case KvType::bf16: kernels::f32_to_bf16_row(xh, head_width_, reinterpret_cast<kernels::BF16*>(row)); break;
+      case KvType::f16: kernels::f32_to_f16_row(xh, head_width_, reinterpret_cast<kernels::F16*>(row)); break;
       case KvType::q8:
         kernels::quantize_q8_row(xh, head_width_, group_, reinterpret_cast<int8_t*>(row), scales_.data() + i / size_t(group_));
         break;
@@ -66,6 +69,7 @@ const float* KvRows::read(int64_t r, int offset, int n, float* buf) const {
   switch (type_) {
     case KvType::f32: return reinterpret_cast<const float*>(values_.data()) + a;
     case KvType::bf16: kernels::bf16_to_f32_row(reinterpret_cast<const kernels::BF16*>(values_.data()) + a, n, buf); break;
+    case KvType::f16: kernels::f16_to_f32_row(reinterpret_cast<const kernels::F16*>(values_.data()) + a, n, buf); break;
     case KvType::q8:
       kernels::dequantize_q8_row(reinterpret_cast<const int8_t*>(values_.data()) + a, scales_.data() + a / size_t(group_),
                                  n, group_, buf);
@@ -91,6 +95,11 @@ void KvRows::to_tile(int64_t r0, int rows, int head, int n, KvTile& t, int j0) c
     case KvType::bf16: {
       const kernels::BF16* p = reinterpret_cast<const kernels::BF16*>(values_.data()) + a;
       for (int i = 0; i < rows; ++i) t.bf16[j0 + i] = p + size_t(i) * w;
+      break;
+    }
+    case KvType::f16: {
+      const kernels::F16* p = reinterpret_cast<const kernels::F16*>(values_.data()) + a;
+      for (int i = 0; i < rows; ++i) t.f16[j0 + i] = p + size_t(i) * w;
       break;
     }
     case KvType::q8: {

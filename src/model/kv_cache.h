@@ -4,6 +4,8 @@
 // segments, and the format stays private here:
 //   f32   4 bytes per value.
 //   bf16  2 bytes per value (kernels/types.h: round to nearest even).
+//   f16   2 bytes per value, round to nearest even, 3 more bits of mantissa than bf16 and a
+//         range of +-65504 (a larger value is an error, not inf): llama.cpp's default cache.
 //   q8    one int8 per value and one f16 scale per group of G values: a KV cache has one
 //         scale per head row (G = head_dim: 128 in Embla 1, whose 5 full layers then hold
 //         2,600 bytes per token); an MLA row has one group size for the latent and the shared
@@ -30,9 +32,9 @@
 
 namespace wren {
 
-enum class KvType : uint8_t { f32, bf16, q8 };
+enum class KvType : uint8_t { f32, bf16, q8, f16 };
 const char* to_string(KvType);
-// "f32", "bf16" or "q8"; throws std::invalid_argument naming the text otherwise.
+// "f32", "bf16", "f16" or "q8"; throws std::invalid_argument naming the text otherwise.
 KvType parse_kv_type(const std::string& text);
 
 // The q8 group of a KV head row of n values: the whole row (see above).
@@ -46,6 +48,7 @@ struct KvTile {
   const float* f32[kRows] = {};
   const int8_t* q8[kRows] = {};
   const kernels::BF16* bf16[kRows] = {};
+  const kernels::F16* f16[kRows] = {};
   float scale[kRows] = {};
   KvType type = KvType::f32;
   bool in_q8() const { return type == KvType::q8; }
@@ -53,10 +56,11 @@ struct KvTile {
     switch (type) {
       case KvType::q8: return {.q8 = q8, .scale = scale};
       case KvType::bf16: return {.bf16 = bf16};
+      case KvType::f16: return {.f16 = f16};
       default: return {.f32 = f32};
     }
   }
-  void skip(int j) { f32[j] = nullptr, q8[j] = nullptr, bf16[j] = nullptr; }
+  void skip(int j) { f32[j] = nullptr, q8[j] = nullptr, bf16[j] = nullptr, f16[j] = nullptr; }
 };
 
 // Stored head-major: a row of `width` values is `heads` head rows of width / heads, and head h's
@@ -73,7 +77,7 @@ class KvRows {
   int width() const { return width_; }
   int64_t rows() const { return rows_; }
   // Stores row r from x[0, width) (quantised for q8; throws kernels::KernelError on a value
-  // no f16 scale can hold).
+  // no f16 scale, or for f16 no f16, can hold).
   void write(int64_t r, const float* x);
   // Values [offset, offset + n) of row r, where offset and n cover whole groups of one head
   // row (throws std::logic_error otherwise). f32: a pointer into the cache (buf unused);

@@ -44,6 +44,7 @@ struct Run {
   double seconds = 0;
   double lm_head_bytes = 0, lm_head_rescored = 0;  // summed over the decode steps
   VReads v_reads;                                   // ReLU^2 V rows read / skipped by the decode steps
+  KvType kv = KvType::f32;                          // the session's cache storage
   // With a paired probe: each decode step's seconds and the probe's bytes/s just before it.
   std::vector<double> step_seconds, step_bandwidth;
 };
@@ -77,6 +78,7 @@ Run run_once(const std::shared_ptr<const Model>& model, const BenchTest& t, cons
   std::vector<float> logits(size_t(s.vocab_rows()));
   if (t.n_depth > 0) s.prefill(random_tokens(t.n_depth), logits.data(), o.early_exit);
   Run run;
+  run.kv = s.kv_type();
   if (t.n_prompt > 0) {
     const std::vector<int32_t> prompt = random_tokens(t.n_prompt);
     const auto t0 = std::chrono::steady_clock::now();
@@ -116,7 +118,7 @@ BenchResult run_bench_test(const std::shared_ptr<const Model>& model, const Benc
   std::mt19937_64 rng(o.seed);
   BenchResult r;
   r.test = t;
-  run_once(model, t, o, rng);  // warm-up: pages mapped, caches and thread scratch grown
+  r.kv = run_once(model, t, o, rng).kv;  // warm-up: pages mapped, caches and thread scratch grown
   Run last;
   for (int i = 0; i < o.repetitions; ++i) {
     last = run_once(model, t, o, rng);
@@ -128,12 +130,12 @@ BenchResult run_bench_test(const std::shared_ptr<const Model>& model, const Benc
   r.stddev_ts = n > 1 ? std::sqrt(r.stddev_ts / (n - 1)) : 0;  // sample standard deviation, as llama-bench
   if (t.n_gen > 0) {
     // The timed steps see contexts depth + 1 .. depth + n_gen; K/V reads grow linearly.
-    r.bytes = bytes_per_token(*model, int64_t(t.n_depth) + (t.n_gen + 1) / 2);
-    // bytes_per_token counts cache values at f32; scale to the storage this session used.
+    // The caches in the storage this session used (a value's bytes with its share of the q8
+    // scales); the recurrent states are f32 in every cache type.
     const ModelConfig& c = model->config;
     const double f32 = Session::cache_bytes_per_token(c, KvType::f32);
-    const KvType kv = o.kv ? *o.kv : Session::default_kv_type(c, need);
-    if (f32 > 0) r.bytes.kv *= Session::cache_bytes_per_token(c, kv) / f32;
+    const double value_bytes = f32 > 0 ? 4.0 * Session::cache_bytes_per_token(c, r.kv) / f32 : 4.0;
+    r.bytes = bytes_per_token(*model, int64_t(t.n_depth) + (t.n_gen + 1) / 2, 1.0, value_bytes);
     r.v_reads = last.v_reads;
     r.bytes.lm_head = last.lm_head_bytes / t.n_gen;
     r.lm_head_rescored = last.lm_head_rescored / t.n_gen;

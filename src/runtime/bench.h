@@ -59,6 +59,7 @@ struct BenchResult {
   double paired_roofline = 0, paired_bandwidth = 0;
   std::vector<double> paired_samples;  // each step's share of its pass's roofline
   VReads v_reads;               // ReLU^2 V rows the last repetition's decode steps read and skipped
+  KvType kv = KvType::f32;      // the caches' storage the sessions used (the option, or the default rule)
 };
 
 // The tests in llama-bench's order: per thread count, per depth, the prompt tests then the

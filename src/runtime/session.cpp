@@ -171,7 +171,7 @@ double Session::cache_bytes_per_token(const ModelConfig& c, KvType type) {
 
 KvType Session::default_kv_type(const ModelConfig& c, int64_t context, double budget_bytes) {
   if (budget_bytes <= 0) budget_bytes = 0.25 * double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
-  return cache_bytes_per_token(c, KvType::f32) * double(context) <= budget_bytes ? KvType::f32 : KvType::q8;
+  return cache_bytes_per_token(c, KvType::f16) * double(context) <= budget_bytes ? KvType::f16 : KvType::q8;
 }
 
 double Session::fixed_state_bytes() const {

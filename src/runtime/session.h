@@ -100,7 +100,7 @@ struct SessionOptions {
   // tiles decoded once for all rows. false: row by row, decode's own steps and bits (tests
   // comparing two sessions bit for bit, or measuring the block's gain).
   bool block_attention = true;
-  // Storage of the K/V and MLA caches (model/kv_cache.h). Unset: f32 when the caches at f32
+  // Storage of the K/V and MLA caches (model/kv_cache.h). Unset: f16 when the caches at f16
   // for the whole context fit in kv_budget_bytes, q8 otherwise (default_kv_type).
   std::optional<KvType> kv = std::nullopt;
   double kv_budget_bytes = 0;  // 0: a quarter of the machine's physical memory
@@ -146,8 +146,10 @@ class Session {
   // The same growth for a config and cache type without a session: caches of the layers
   // that grow at the config's context_length, allocated for one token and measured.
   static double cache_bytes_per_token(const ModelConfig& c, KvType type);
-  // The rule for an unset SessionOptions::kv: f32 when cache_bytes_per_token(c, f32) x
-  // context fits in budget_bytes (0: a quarter of physical memory), else q8.
+  // The rule for an unset SessionOptions::kv: f16 when cache_bytes_per_token(c, f16) x
+  // context fits in budget_bytes (0: a quarter of physical memory), else q8. f16 as llama.cpp's
+  // default: half of f32's bytes, which at depth are a token's largest part after the weights,
+  // read in place by the attention kernels (kernels/f16_hwy-inl.h).
   static KvType default_kv_type(const ModelConfig& c, int64_t context, double budget_bytes = 0);
   KvType kv_type() const { return kv_type_; }
   // Bytes of engram rows requested ahead of their reads so far (request_engram_rows).

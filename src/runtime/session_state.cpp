@@ -114,16 +114,18 @@ std::vector<StateBuffer> Session::state(int64_t position) {
   for (size_t i = 0; i < kv_.size(); ++i) {
     const std::string layer = "layer" + std::to_string(i) + ".";
     if (KvCache& kv = kv_[i]; !kv.empty()) {
+      const std::string type = std::string(".") + to_string(kv.type());
       add(layer + "kv.count", value_bytes(kv.count));
-      add(layer + "kv.k", kv.keys().stored_values());
-      add(layer + "kv.k_scales", kv.keys().stored_scales());
-      add(layer + "kv.v", kv.values().stored_values());
-      add(layer + "kv.v_scales", kv.values().stored_scales());
+      add(layer + "kv.k" + type, kv.keys().stored_values());
+      add(layer + "kv.k_scales" + type, kv.keys().stored_scales());
+      add(layer + "kv.v" + type, kv.values().stored_values());
+      add(layer + "kv.v_scales" + type, kv.values().stored_scales());
     }
     if (MlaCache& m = mla_[i]; !m.empty()) {
+      const std::string type = std::string(".") + to_string(m.type());
       add(layer + "mla.count", value_bytes(m.count));
-      add(layer + "mla.cache", m.rows().stored_values());
-      add(layer + "mla.scales", m.rows().stored_scales());
+      add(layer + "mla.cache" + type, m.rows().stored_values());
+      add(layer + "mla.scales" + type, m.rows().stored_scales());
     }
     if (GdnState& g = gdn_[i]; !g.S.empty()) {
       add(layer + "gdn.conv_q", vector_bytes(g.conv_q));

@@ -23,7 +23,9 @@
 namespace wren {
 
 // 2: KV caches stored head-major (model/kv_cache.h), which a state of version 1 is not.
-inline constexpr uint32_t kSessionStateVersion = 2;
+// 3: cache buffers named with their storage type ("layer0.kv.k.f16"): f16 and bf16 caches have
+//    the same sizes, so a name without the type let one restore into the other.
+inline constexpr uint32_t kSessionStateVersion = 3;
 
 // A hash of what makes two models interchangeable for a state: the config and, per tensor,
 // its name, storage, shape and the first and last bytes of its data (FNV-1a, 64 bits).

@@ -4,7 +4,7 @@
 
 namespace wren {
 
-TokenBytes bytes_per_token(const Model& m, int64_t context_tokens, double firing_fraction) {
+TokenBytes bytes_per_token(const Model& m, int64_t context_tokens, double firing_fraction, double cache_value_bytes) {
   TokenBytes b;
   for (const TensorInfo& t : m.map.tensors) {
     if (t.activity == Activity::never) continue;
@@ -18,12 +18,14 @@ TokenBytes bytes_per_token(const Model& m, int64_t context_tokens, double firing
     else b.weights += bytes;
   }
   if (m.config.tie_embeddings) b.lm_head += double(m.lm_head.bytes());
-  b.kv = cache_bytes_per_token(m, context_tokens);
+  b.kv = cache_bytes_per_token(m, context_tokens, cache_value_bytes);
   return b;
 }
 
-double cache_bytes_per_token(const Model& m, int64_t n) {
-  return explore::state(m.config, double(n)).read_total() * sizeof(float);
+double cache_bytes_per_token(const Model& m, int64_t n, double cache_value_bytes) {
+  const explore::State s = explore::state(m.config, double(n));
+  const double recurrent = s.recurrent_stored;  // read whole every step
+  return (s.read_total() - recurrent) * cache_value_bytes + recurrent * sizeof(float);
 }
 
 }  // namespace wren

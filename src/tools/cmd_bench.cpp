@@ -44,7 +44,8 @@ nlohmann::json to_json(const BenchArgs& a, const std::string& name, const ModelS
                       {"stddev_ts", r.stddev_ts}, {"samples_ts", r.samples_ts}, {"early_exit", a.o.early_exit},
                       {"lm_head", a.lm_head}, {"v_skip", a.o.v_skip}, {"neuron_skip", a.o.neuron_skip},
                       {"block_attention", a.o.block_attention},
-                      {"int8_path", kernels::active_int8_path()}, {"kv", a.kv}};
+                      {"int8_path", kernels::active_int8_path()}, {"kv", a.kv},
+                      {"type_k", to_string(r.kv)}, {"type_v", to_string(r.kv)}};  // llama-bench's names
   if (r.test.n_gen > 0) {
     j["bytes_per_token"] = {{"weights", r.bytes.weights}, {"kv", r.bytes.kv}, {"engram_rows", r.bytes.engram},
                             {"lm_head", r.bytes.lm_head}, {"total", r.bytes.total()}};

@@ -116,7 +116,7 @@ inline Comparison compare_with_engine(train::Model& model, const std::vector<int
   const int64_t rows = c.rows();
   EXPECT_EQ(logits.sizes(), (std::vector<int64_t>{int64_t(tokens.size()), rows}));
   const float* expected = logits.data_ptr<float>();
-  Session session(open_model(dir.str()));
+  Session session(open_model(dir.str()), {.kv = KvType::f32});  // the reference's f32, not the default f16 cache
   std::vector<float> step(static_cast<size_t>(rows));
   Comparison out;
   auto check = [&](size_t t) {
