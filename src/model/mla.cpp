@@ -243,7 +243,8 @@ void mla_attention(const MlaWeights& w, const MixerSpec& m, const ModelConfig& c
 namespace {
 
 // One part of the absorbed attention: positions [begin, end) in tiles of kMlaTile rows, each
-// row [c_t ; k_pe_t] decoded once for all heads, with a running softmax per head i:
+// row [c_t ; k_pe_t] read in place (q8: decoded once) for all heads, with a running softmax
+// per head i:
 //   s_i,t = (q~_i . c_t + q_pe_i . k_pe_t) scale = [q~_i ; q_pe_i] . [c_t ; k_pe_t] scale,
 //   m_i' = max(m_i, max_t s_i,t),  l_i' = l_i e^(m_i - m_i') + sum_t e^(s_i,t - m_i'),
 //   a_i' = a_i e^(m_i - m_i') + sum_t e^(s_i,t - m_i') c_t.
@@ -267,10 +268,15 @@ void absorbed_part(const MixerSpec& m, float scale, const MlaCache& cache, const
   float* rows_buf = tile;                                  // [kMlaTile][width]
   float* p = tile + int64_t(kMlaTile) * width;             // [heads][kMlaTile] scores, then weights
   const float* rows[kMlaTile];
-  const kernels::CacheRows tile_rows{.f32 = rows};
+  static_assert(kMlaTile <= KvTile::kRows);
+  KvTile in_place;
   for (int64_t t0 = begin; t0 < end; t0 += kMlaTile) {
     const int n = int(std::min<int64_t>(kMlaTile, end - t0));
-    for (int r = 0; r < n; ++r) rows[r] = cache.row(t0 + r, rows_buf + int64_t(r) * width);
+    // f32, bf16 and f16 rows are read where they are stored; q8 rows decoded into rows_buf.
+    kernels::CacheRows tile_rows{.f32 = rows};
+    if (cache.to_tile(t0, n, in_place)) tile_rows = in_place.rows();
+    else
+      for (int r = 0; r < n; ++r) rows[r] = cache.row(t0 + r, rows_buf + int64_t(r) * width);
     kernels::scores_rows(q_cat + int64_t(h0) * width, width, heads, tile_rows, n, width, scale, p, kMlaTile);
     for (int h = h0; h < h1; ++h) {
       const float rescale = fold_into_softmax(p + int64_t(h - h0) * kMlaTile, n, top[h], sum[h]);

@@ -62,6 +62,14 @@ struct MlaCache {
   KvType type() const { return rows_.type(); }
   // Position pos's row [c ; k_pe]: a pointer into the cache (f32) or decoded into buf[0, width()).
   const float* row(int64_t pos, float* buf) const { return rows_.read(pos, 0, width(), buf); }
+  // Positions pos0 .. pos0 + n - 1 as rows 0 .. n - 1 of a tile, in place, where the type
+  // allows it (f32, bf16, f16: true); a q8 row holds several groups, each with its scale, and
+  // is read with row() instead (false).
+  bool to_tile(int64_t pos0, int n, KvTile& t) const {
+    if (type() == KvType::q8) return false;
+    rows_.to_tile(pos0, n, 0, width(), t, 0);
+    return true;
+  }
   // The next position's slot ([c ; k_pe], width() f32 values, staged outside the store); the
   // caller fills it and then calls commit(), which stores it at position count. Throws
   // std::runtime_error when the cache is full.
