@@ -114,6 +114,16 @@ TEST(Cli, BenchJsonOneObjectPerTestAndBadDepth) {
   EXPECT_EQ(j[2]["samples_ts"].size(), 2u);
   EXPECT_GT(j[2]["bytes_per_token"]["lm_head"].get<double>(), 0);
   EXPECT_GT(j[2]["roofline_pct"].get<double>(), 0);
+  EXPECT_EQ(j[2]["type_k"], "f16");  // the default cache, as llama-bench names it
+  Result q8 = run("bench -m " + shipped + " -p 0 -n 4 -r 1 -t 1 --probe-mib 16 -o json --kv q8");
+  ASSERT_EQ(q8.status, 0) << q8.output;
+  EXPECT_EQ(nlohmann::json::parse(q8.output)[0]["type_v"], "q8");
+  // serve and chat take the same --kv, and name it when it is wrong.
+  for (const char* cmd : {"serve", "chat"}) {
+    Result bad = run(std::string(cmd) + " -m " + shipped + " --kv int4");
+    EXPECT_NE(bad.status, 0) << cmd;
+    EXPECT_NE(bad.output.find("--kv"), std::string::npos) << cmd << ": " << bad.output;
+  }
   Result deep = run("bench -m " + shipped + " -p 0 -n 4 -d 4096 --probe-mib 16");
   EXPECT_NE(deep.status, 0);
   EXPECT_NE(deep.output.find("tg4 @ d4096"), std::string::npos) << deep.output;

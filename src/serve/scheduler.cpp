@@ -149,7 +149,7 @@ void Scheduler::start(Slot& s, std::shared_ptr<Job> job) {
       s.session.reset();  // the old caches go before the new ones are allocated
       s.session = std::make_unique<Session>(
           model_, SessionOptions{.context = o_.context, .threads = o_.threads,
-                                 .lm_head = lm_head_for(job->gen.sampling, o_.lm_head_prescore)});
+                                 .lm_head = lm_head_for(job->gen.sampling, o_.lm_head_prescore), .kv = o_.kv});
     }
     s.prefilled = size_t(s.session->position());
     s.gen = std::make_unique<Generation>(*s.session, tok_, job->gen);

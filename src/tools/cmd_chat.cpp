@@ -18,6 +18,7 @@
 #include "serve/chat_template.h"
 #include "text/tokenizer.h"
 #include "tools/commands.h"
+#include "tools/kv_option.h"
 #include "tools/sampling_options.h"
 
 namespace wren::tools {
@@ -28,7 +29,7 @@ volatile std::sig_atomic_t g_interrupted = 0;
 void on_sigint(int) { g_interrupted = 1; }
 
 struct ChatArgs {
-  std::string model, system, chat_template;
+  std::string model, system, chat_template, kv = "auto";
   GenerationOptions gen{.sampling = {.temperature = 0.8f}, .max_tokens = 512};
   int64_t context = 0;
   int threads = 2;
@@ -142,7 +143,8 @@ class Chat {
  private:
   std::unique_ptr<Session> new_session() const {
     return std::make_unique<Session>(model_, SessionOptions{.context = a_.context, .threads = a_.threads,
-                                                            .lm_head = lm_head_for(a_.gen.sampling, true)});
+                                                            .lm_head = lm_head_for(a_.gen.sampling, true),
+                                                            .kv = kv_choice(a_.kv)});
   }
 
   // The tokens the session has not seen: after the pieces already fed, skip the answer
@@ -256,6 +258,7 @@ void register_chat(CLI::App& app) {
   add_sampling_options(cmd, sp);
   cmd->add_option("-c,--ctx-size", a.context, "session context in tokens (default: the model's, at most 4096)")->check(CLI::NonNegativeNumber);
   cmd->add_option("-t,--threads", a.threads, "threads")->check(CLI::PositiveNumber)->capture_default_str();
+  add_kv_option(cmd, a.kv);
   cmd->callback([] { run(a); });
 }
 

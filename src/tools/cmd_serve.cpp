@@ -17,13 +17,14 @@
 #include "serve/server.h"
 #include "text/tokenizer.h"
 #include "tools/commands.h"
+#include "tools/kv_option.h"
 
 namespace wren::tools {
 
 namespace {
 
 struct ServeArgs {
-  std::string model, chat_template, lm_head = "prescore";
+  std::string model, chat_template, lm_head = "prescore", kv = "auto";
   serve::SchedulerOptions sched;
   serve::ServerOptions server;
 };
@@ -46,6 +47,7 @@ void run(ServeArgs a) {
     throw std::runtime_error("--ctx-size " + std::to_string(a.sched.context) + " is more than the model's context of " +
                              std::to_string(model->config.context_length));
   a.sched.lm_head_prescore = a.lm_head == "prescore";
+  a.sched.kv = kv_choice(a.kv);
   if (a.server.model_id.empty()) a.server.model_id = std::filesystem::path(a.model).lexically_normal().filename().string();
   if (a.server.model_id.empty()) a.server.model_id = std::filesystem::path(a.model).lexically_normal().parent_path().filename().string();
 
@@ -97,6 +99,7 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--read-timeout", a.server.read_timeout_s, "seconds to wait for a client's bytes")->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--write-timeout", a.server.write_timeout_s, "seconds to wait for a client to take bytes")->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--lm-head", a.lm_head, "prescore or exact (as wren generate)")->check(CLI::IsMember({"prescore", "exact"}))->capture_default_str();
+  add_kv_option(cmd, a.kv);
   cmd->callback([] { run(a); });
 }
 
