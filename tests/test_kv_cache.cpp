@@ -70,6 +70,12 @@ TEST(KvRows, StoresEachTypeWithinItsRounding) {
   std::vector<float> back(2);
   EXPECT_EQ(f16.read(0, 0, 2, back.data())[0], 65504.0f);
   EXPECT_THROW(f16.write(0, beyond), kernels::KernelError);
+  // A cache whose row is refused holds no new position.
+  KvCache cache;
+  cache.init(1, 2, 4, false, KvType::f16);
+  cache.append(fits, fits);
+  EXPECT_THROW(cache.append(fits, beyond), kernels::KernelError);
+  EXPECT_EQ(cache.count, 1);
 }
 
 // Rows of three heads stored head-major: each head's part of each row reads back as written

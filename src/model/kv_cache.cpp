@@ -52,7 +52,13 @@ void KvRows::write(int64_t r, const float* x) {
     switch (type_) {
       case KvType::f32: std::memcpy(row, xh, size_t(head_width_) * sizeof(float)); break;
       case KvType::bf16: kernels::f32_to_bf16_row(xh, head_width_, reinterpret_cast<kernels::BF16*>(row)); break;
-      case KvType::f16: kernels::f32_to_f16_row(xh, head_width_, reinterpret_cast<kernels::F16*>(row)); break;
+      case KvType::f16:
+        try {
+          kernels::f32_to_f16_row(xh, head_width_, reinterpret_cast<kernels::F16*>(row));
+        } catch (const kernels::KernelError& e) {
+          throw kernels::KernelError(std::string("KV cache: ") + e.what() + "; a bf16 or f32 cache (--kv) holds it");
+        }
+        break;
       case KvType::q8:
         kernels::quantize_q8_row(xh, head_width_, group_, reinterpret_cast<int8_t*>(row), scales_.data() + i / size_t(group_));
         break;
@@ -132,9 +138,10 @@ void KvCache::init(int kv_heads, int head, int64_t cap, bool is_ring, KvType typ
 void KvCache::append(const float* k, const float* v) {
   if (!ring && count >= capacity)
     throw std::runtime_error("context full: the session holds " + std::to_string(capacity) + " tokens");
-  const int64_t s = slot(count++);
+  const int64_t s = slot(count);
   k_.write(s, k);
   v_.write(s, v);
+  ++count;  // after the writes: a row write refused (a value its type cannot hold) adds no position
 }
 
 }  // namespace wren

@@ -168,7 +168,8 @@ float* MlaCache::stage() {
 void MlaCache::commit() {
   if (count >= capacity)
     throw std::runtime_error("context full: the MLA cache holds " + std::to_string(capacity) + " tokens");
-  rows_.write(count++, staged_.data());
+  rows_.write(count, staged_.data());
+  ++count;  // after the write: a row write refused (a value its type cannot hold) adds no position
 }
 
 void MlaScratch::reserve(const MixerSpec& m, int64_t ctx) {
