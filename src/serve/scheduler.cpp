@@ -195,6 +195,7 @@ void Scheduler::decode_step() {
   std::vector<int32_t> tokens;
   std::vector<float*> logits;
   std::vector<Generation*> gens;
+  std::vector<Slot*> batch;
   for (Slot& s : slots_) {
     if (!busy(s) || !s.decoding) continue;
     if (s.job->cancelled()) {
@@ -211,9 +212,18 @@ void Scheduler::decode_step() {
     tokens.push_back(s.gen->chosen());
     logits.push_back(s.gen->logits());
     gens.push_back(s.gen.get());
+    batch.push_back(&s);
   }
   const auto t0 = std::chrono::steady_clock::now();
-  if (!sessions.empty()) decode_batch(sessions, tokens, logits);
+  try {
+    if (!sessions.empty()) decode_batch(sessions, tokens, logits);
+  } catch (const std::exception& e) {
+    // A refused step (say a value the cache's type cannot hold) may have left any session of the
+    // batch half-written: each of its requests ends with the error and drops its session, and
+    // the server goes on.
+    for (Slot* s : batch) release(*s, "error", e.what());
+    return;
+  }
   const auto t1 = std::chrono::steady_clock::now();
   const double dt = std::chrono::duration<double>(t1 - t0).count();
   for (Generation* g : gens) g->advanced(dt / double(gens.size()));
