@@ -304,27 +304,11 @@ TEST(Scheduler, SlotsRunningTogetherGiveWhatEachGivesAlone) {
 }
 
 // A decode step that throws ends its batch's requests with the error, and the scheduler goes
-// on. Every embedding row but the prompt's is NaN and the LM head is zeros, so the prompt runs,
-// greedy decoding chooses a NaN row, and its step throws when the q8 cache refuses to quantise
-// the non-finite keys. A request of one token never runs a decode step, so it still finishes.
+// on: the prompt runs, then its first decode step throws (testing_util::nan_rows_model, a q8
+// cache). A request of one token never runs a decode step, so it still finishes.
 TEST(Scheduler, ADecodeStepThatThrowsEndsItsRequestsNotTheScheduler) {
-  const ModelConfig c = load_preset("embla-mini");
-  OwnedWeights w = init_weights(c, build_weight_map(c), 1, kernels::DType::f32);
   const std::vector<int32_t> prompt = {5, 6, 7};
-  const auto edit = [&](const std::string& name, auto f) {
-    const kernels::Matrix& m = *w.find(name);
-    std::vector<float> v(size_t(m.rows * m.cols));
-    for (int64_t r = 0; r < m.rows; ++r) kernels::decode_row(m.view(), r, v.data() + r * m.cols);
-    f(v, m.cols);
-    w.set(name, kernels::encode_matrix(v.data(), m.rows, m.cols, kernels::DType::f32));
-  };
-  edit("embed", [&](std::vector<float>& v, int64_t cols) {
-    for (size_t r = 0; r < v.size() / size_t(cols); ++r)
-      if (std::find(prompt.begin(), prompt.end(), int32_t(r)) == prompt.end())
-        std::fill_n(v.begin() + ptrdiff_t(r * size_t(cols)), cols, NAN);
-  });
-  edit("lm_head", [](std::vector<float>& v, int64_t) { std::fill(v.begin(), v.end(), 0.0f); });
-  const auto model = load_model(c, std::make_shared<OwnedWeights>(std::move(w)));
+  const auto model = testing_util::nan_rows_model(prompt);
   const text::Tokenizer tok = text::Tokenizer::from_json(text::train_bpe({}, {.vocab_size = 257}), "bytes");
   Scheduler sched(model, tok, {.parallel = 2, .queue = 4, .context = 32, .threads = 1, .kv = KvType::q8});
   auto failing = std::make_shared<Job>(prompt, greedy(4));

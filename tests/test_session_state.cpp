@@ -67,6 +67,33 @@ TEST(SessionState, RestoredSessionDecodingAnotherTokenEqualsAFreshOne) {
   for (size_t i = 0; i < logits.size(); ++i) ASSERT_EQ(logits[i], expected[i]) << i;
 }
 
+// A step that throws leaves the session refusing further steps, naming the failure, until a
+// restore rewrites every buffer; then it decodes as it did before the failed step.
+TEST(SessionState, AFailedStepIsRefusedUntilARestore) {
+  const std::vector<int32_t> prompt = {5, 6, 7};
+  const auto model = testing_util::nan_rows_model(prompt);
+  Session s(model, {.context = 16, .threads = 1, .kv = KvType::q8});
+  std::vector<float> logits(size_t(s.vocab_rows())), again(logits.size());
+  s.prefill(prompt, logits.data());
+  const std::vector<std::byte> saved = save_session_state(s);
+  s.decode(5, logits.data());  // a kept token: whole
+  EXPECT_THROW(s.decode(9, logits.data()), kernels::KernelError);  // a NaN row: q8 refuses its keys
+  EXPECT_NE(s.failure().find("not finite"), std::string::npos) << s.failure();
+  try {
+    s.decode(6, logits.data());
+    ADD_FAILURE() << "a failed session decoded";
+  } catch (const std::logic_error& e) {
+    EXPECT_NE(std::string(e.what()).find("earlier step failed"), std::string::npos) << e.what();
+  }
+  restore_session_state(s, saved);
+  EXPECT_TRUE(s.failure().empty());
+  s.decode(5, logits.data());
+  Session fresh(model, {.context = 16, .threads = 1, .kv = KvType::q8});
+  fresh.prefill(prompt, again.data());
+  fresh.decode(5, again.data());
+  EXPECT_EQ(logits, again);
+}
+
 TEST(SessionState, HeaderNamesFormatModelContextAndPosition) {
   Fixture f;
   ASSERT_GE(f.state.size(), 40u);

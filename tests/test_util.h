@@ -50,6 +50,28 @@ inline std::shared_ptr<const Model> random_model(const ModelConfig& c, uint64_t 
   return load_model(c, std::make_shared<OwnedWeights>(init_weights(c, build_weight_map(c), seed, type)));
 }
 
+// embla-mini (f32) whose embedding rows are NaN but those of `kept`, with an LM head of zeros:
+// the kept tokens run, greedy decoding then chooses a NaN row, and a q8 cache refuses that
+// token's keys (not finite), so its step throws.
+inline std::shared_ptr<const Model> nan_rows_model(const std::vector<int32_t>& kept) {
+  const ModelConfig c = load_preset("embla-mini");
+  OwnedWeights w = init_weights(c, build_weight_map(c), 1, kernels::DType::f32);
+  const auto edit = [&](const std::string& name, auto f) {
+    const kernels::Matrix& m = *w.find(name);
+    std::vector<float> v(size_t(m.rows * m.cols));
+    for (int64_t r = 0; r < m.rows; ++r) kernels::decode_row(m.view(), r, v.data() + r * m.cols);
+    f(v, m.cols);
+    w.set(name, kernels::encode_matrix(v.data(), m.rows, m.cols, kernels::DType::f32));
+  };
+  edit("embed", [&](std::vector<float>& v, int64_t cols) {
+    for (size_t r = 0; r < v.size() / size_t(cols); ++r)
+      if (std::find(kept.begin(), kept.end(), int32_t(r)) == kept.end())
+        std::fill_n(v.begin() + ptrdiff_t(r * size_t(cols)), cols, NAN);
+  });
+  edit("lm_head", [](std::vector<float>& v, int64_t) { std::fill(v.begin(), v.end(), 0.0f); });
+  return load_model(c, std::make_shared<OwnedWeights>(std::move(w)));
+}
+
 // Runs f once per Highway target compiled in and supported here (e.g. AVX3, AVX2, SSE4,
 // SSSE3, SCALAR), checking that the dispatcher really switched.
 template <class F>

@@ -492,6 +492,19 @@ void check_batch(std::span<const BatchRow> rows, const Model& m, std::vector<int
 }  // namespace
 
 void forward_batch(std::span<const BatchRow> rows, BatchScratch& b) {
+  for (const BatchRow& r : rows)
+    if (!r.session->failure_.empty())
+      throw std::logic_error("session: an earlier step failed (" + r.session->failure_ +
+                             "), so its caches are not whole: restore a saved state or start a new session");
+  try {
+    Session::forward_rows(rows, b);
+  } catch (const std::exception& e) {
+    for (const BatchRow& r : rows) r.session->failure_ = e.what();
+    throw;
+  }
+}
+
+void Session::forward_rows(std::span<const BatchRow> rows, BatchScratch& b) {
   if (rows.empty()) return;
   const Model& m = rows[0].session->model();
   const ModelConfig& c = m.config;

@@ -167,9 +167,16 @@ class Session {
   // The history is first sized to `position` tokens (<= context()), so a restore gets the
   // spans it fills; a save passes position().
   std::vector<StateBuffer> state(int64_t position);
+  // Why a step of this session failed (an exception left its caches part-written: some layers
+  // hold the token, later ones not), or empty. A failed session refuses further steps until a
+  // restore (runtime/session_state.h) rewrites every buffer and calls restored().
+  const std::string& failure() const { return failure_; }
+  void restored() { failure_.clear(); }
 
  private:
   friend void forward_batch(std::span<const BatchRow> rows, BatchScratch& scratch);
+  // forward_batch's work once its sessions are known to be whole.
+  static void forward_rows(std::span<const BatchRow> rows, BatchScratch& scratch);
   // The steps forward_batch runs for one row, on the state `use` selected.
   void use(TokenState& state) { r_ = &state; }
   // Layer i up to the FFN's normed input, written to `ffn_x`; false when the row stops here
@@ -239,6 +246,7 @@ class Session {
   KvType kv_type_ = KvType::f32;
   kernels::ThreadPool* pool_;  // the process's pool of options.threads threads
   std::vector<int32_t> history_;
+  std::string failure_;  // failure() above
   std::vector<KvCache> kv_;                 // per layer; empty without a cache of its own
   std::vector<MlaCache> mla_;               // per MLA layer
   std::vector<GdnState> gdn_;               // per Gated DeltaNet layer

@@ -228,6 +228,7 @@ void restore_session_state(Session& s, std::span<const std::byte> data, std::spa
 
   // Everything matches: now the session changes.
   for (const StateBuffer& b : layout(s, position, extra)) r.get(b.bytes.data(), b.bytes.size(), b.name);
+  s.restored();  // every buffer rewritten: whole again, whatever an earlier step left
 }
 
 uint64_t session_state_most_bytes(Session& s, std::span<const StateBuffer> extra) {
