@@ -42,16 +42,12 @@ struct Q8Rows {
   }
   float At(int64_t j, int64_t i) const { return float(r[j][i]); }
 };
-struct BF16Rows {  // a bf16 value is the top half of its f32
+struct BF16Rows {  // kernels/f16_hwy-inl.h widens both 16-bit types
   const BF16* const* r;
-  VF Load(int64_t j, int64_t i) const {
-    const hn::Rebind<uint16_t, DF> d16;
-    const auto u = hn::PromoteTo(hn::RebindToUnsigned<DF>(), hn::LoadU(d16, reinterpret_cast<const uint16_t*>(r[j] + i)));
-    return hn::BitCast(DF(), hn::ShiftLeft<16>(u));
-  }
+  VF Load(int64_t j, int64_t i) const { return LoadBF16(DF(), reinterpret_cast<const uint16_t*>(r[j] + i)); }
   float At(int64_t j, int64_t i) const { return bf16_to_f32(r[j][i]); }
 };
-struct F16Rows {  // widened exactly (kernels/f16_hwy-inl.h)
+struct F16Rows {
   const F16* const* r;
   VF Load(int64_t j, int64_t i) const { return LoadF16(DF(), reinterpret_cast<const uint16_t*>(r[j] + i)); }
   float At(int64_t j, int64_t i) const { return f16_to_f32(r[j][i]); }

@@ -1,7 +1,9 @@
-// kernels/: f16 values widened to f32 in a vector, for the Highway kernels that read f16 rows
-// (the KV cache's f16 rows, kernels/attention_tile_hwy.cpp and kernels/quant_hwy.cpp).
+// kernels/: bf16 and f16 values widened to f32 in a vector, for the Highway kernels that read
+// 16-bit rows (the KV cache's, kernels/attention_tile_hwy.cpp, and the row codecs,
+// kernels/quant_hwy.cpp).
 //
-// Exact on every target, infinities and NaN included. Where the target converts in one
+// bf16 is the top half of its f32: its bits shifted up. f16 is widened exactly on every target,
+// infinities and NaN included. Where the target converts in one
 // instruction (x86 AVX2 and AVX-512: F16C's vcvtph2ps; Arm NEON: fcvtl) Highway's PromoteTo is
 // that instruction. Elsewhere Highway 1.0's emulation maps f16 inf / NaN to finite values, so
 // these targets take the branch-free method of kernels::f16_to_f32 lane by lane instead:
@@ -24,6 +26,13 @@
 HWY_BEFORE_NAMESPACE();
 namespace wren::kernels::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
+
+// Lanes(df) bf16 values from p, as f32.
+template <class DF>
+HWY_INLINE hn::Vec<DF> LoadBF16(DF df, const uint16_t* HWY_RESTRICT p) {
+  const hn::Rebind<uint16_t, DF> d16;
+  return hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(hn::RebindToUnsigned<DF>(), hn::LoadU(d16, p))));
+}
 
 // Lanes(df) f16 values from p, as f32.
 template <class DF>

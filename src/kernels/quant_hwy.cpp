@@ -185,14 +185,10 @@ void F32ToBF16Row(const float* x, int64_t n, BF16* out) {
 
 void BF16ToF32Row(const BF16* x, int64_t n, float* out) {
   const hn::ScalableTag<float> d;
-  const hn::RebindToUnsigned<decltype(d)> du;
-  const hn::Rebind<uint16_t, decltype(d)> d16;
   const int64_t N = int64_t(hn::Lanes(d));
   const uint16_t* p = reinterpret_cast<const uint16_t*>(x);
   int64_t i = 0;
-  for (; i + N <= n; i += N)
-    hn::StoreU(hn::BitCast(d, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(d16, p + i)))), d,
-               out + i);
+  for (; i + N <= n; i += N) hn::StoreU(LoadBF16(d, p + i), d, out + i);
   for (; i < n; ++i) out[i] = bf16_to_f32(x[i]);
 }
 

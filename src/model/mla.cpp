@@ -270,7 +270,7 @@ void absorbed_part(const MixerSpec& m, float scale, const MlaCache& cache, const
   float* p = tile + int64_t(kMlaTile) * width;             // [heads][kMlaTile] scores, then weights
   const float* rows[kMlaTile];
   static_assert(kMlaTile <= KvTile::kRows);
-  KvTile in_place;
+  KvTile& in_place = thread_tile();  // this thread's, kept: no tile of ~2 KB set up per call
   for (int64_t t0 = begin; t0 < end; t0 += kMlaTile) {
     const int n = int(std::min<int64_t>(kMlaTile, end - t0));
     // f32, bf16 and f16 rows are read where they are stored; q8 rows decoded into rows_buf.
