@@ -202,6 +202,95 @@ TEST(ThreadPool, ServesTwoCallersAtOnce) {
   EXPECT_EQ(wrong.load(), 0);
 }
 
+// Posted prefetch spans are only ever prefetched: spans over freed memory, null, more than
+// kMaxSpans, or posted from inside a running item change no job's items and hold none up.
+TEST(ThreadPool, PrefetchHintsNeverChangeAJob) {
+  for (int threads : {2, 3}) {
+    ThreadPool pool(threads);
+    std::vector<ThreadPool::Span> spans;
+    {
+      std::vector<char> gone(size_t(1) << 20);
+      for (int i = 0; i < ThreadPool::kMaxSpans + 4; ++i)
+        spans.push_back({gone.data() + i * 4096, i % 3 == 0 ? int64_t(1) << 20 : 4096});
+    }
+    spans.push_back({nullptr, int64_t(1) << 30});
+    for (int round = 0; round < 200; ++round) {
+      for (int slot = 0; slot <= threads; ++slot)  // 0 and `threads` are not workers: ignored
+        pool.prefetch_next(slot, std::span(spans).subspan(size_t(round % 5)));
+      const int64_t n = 1 + round % 37;
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      pool.run_items(n, [&](int64_t i) {
+        if (i == 0) pool.prefetch_next(1, std::span(spans).first(2));
+        hits[size_t(i)]++;
+      });
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[size_t(i)].load(), 1) << "round " << round << " item " << i;
+    }
+    EXPECT_EQ(pool.posted(1).size(), 2u);
+    EXPECT_EQ(pool.posted(threads - 1).size(), threads == 2 ? 2u : size_t(ThreadPool::kMaxSpans));
+    EXPECT_TRUE(pool.posted(0).empty());
+  }
+}
+
+// prefetch_products posts to each worker the bytes its share of run_products reads first:
+// the pieces (item_rows(w, kItemBytes / kItemPieces) rows of each product in turn, numbered
+// over all products) listed one by one here, worker k of P starting at piece k n / P; from
+// that row to its product's end, then the next products whole, until kPrefetchBytes. The
+// integer paths read q8 / q4 rows from the packed copy, f32 ones from the values.
+TEST(Region, WorkersArePostedTheFirstRowsOfTheirShares) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const auto matrix = [&](int64_t rows, int64_t cols, kernels::DType type) {
+    std::vector<float> w(size_t(rows * cols));
+    for (float& x : w) x = normal(rng);
+    return kernels::encode_matrix(w.data(), rows, cols, type);
+  };
+  const kernels::Matrix a = matrix(1000, 256, kernels::DType::q8), b = matrix(40, 64, kernels::DType::f32),
+                        c = matrix(300, 512, kernels::DType::q4), d = matrix(5000, 64, kernels::DType::q8);
+  std::vector<std::vector<uint8_t>> packed;
+  const auto view = [&](const kernels::Matrix& m) {
+    MatrixView v = m.view();
+    if (v.type == kernels::DType::f32) return v;
+    packed.emplace_back(size_t(v.rows * v.row_bytes()));
+    kernels::pack_for_dot(v, packed.back().data());
+    v.packed = packed.back().data();
+    return v;
+  };
+  packed.reserve(8);
+  const std::vector<Product> products = {{view(a)}, {view(b)}, {MatrixView{}}, {view(c)}, {view(d)}};
+  struct Piece {
+    size_t product;
+    int64_t r0;
+  };
+  std::vector<Piece> pieces;
+  for (size_t i = 0; i < products.size(); ++i) {
+    if (!present(products[i].w)) continue;
+    const int64_t step = item_rows(products[i].w, kItemBytes / kItemPieces);
+    for (int64_t r = 0; r < products[i].w.rows; r += step) pieces.push_back({i, r});
+  }
+  const auto bytes_of = [](const MatrixView& w, int64_t r0) {
+    const bool quantised = w.type != kernels::DType::f32;
+    const char* base = static_cast<const char*>(quantised ? w.packed : w.data);
+    return ThreadPool::Span{base + r0 * w.row_bytes(), (w.rows - r0) * w.row_bytes()};
+  };
+  for (int threads : {2, 3, 4}) {
+    ThreadPool pool(threads);
+    prefetch_products(products, &pool);
+    for (int slot = 1; slot < threads; ++slot) {
+      const Piece start = pieces[size_t(slot) * pieces.size() / size_t(threads)];
+      std::vector<ThreadPool::Span> want = {bytes_of(products[start.product].w, start.r0)};
+      int64_t total = want[0].bytes;
+      for (size_t i = start.product + 1; i < products.size() && total < ThreadPool::kPrefetchBytes; ++i)
+        if (present(products[i].w)) want.push_back(bytes_of(products[i].w, 0)), total += want.back().bytes;
+      const std::vector<ThreadPool::Span> got = pool.posted(slot);
+      ASSERT_EQ(got.size(), want.size()) << threads << " threads, worker " << slot;
+      for (size_t k = 0; k < want.size(); ++k) {
+        EXPECT_EQ(got[k].data, want[k].data) << threads << " threads, worker " << slot << ", span " << k;
+        EXPECT_EQ(got[k].bytes, want[k].bytes) << threads << " threads, worker " << slot << ", span " << k;
+      }
+    }
+  }
+}
+
 // A region gives each product exactly what the whole-matrix kernel gives (the row items
 // change where rows are cut, never how a row is computed), for odd shapes and every type.
 TEST(Region, ProductsEqualWholeMatrixKernels) {
