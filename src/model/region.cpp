@@ -64,8 +64,7 @@ ProductPieces product_pieces(std::span<const Product> products) {
 void prefetch_products(std::span<const Product> products, kernels::ThreadPool* pool) {
   if (!pool || pool->size() < 2 || products.empty()) return;
   const int64_t n = int64_t(products.size());
-  const ProductPieces pieces = product_pieces(products);  // named, not bound: lambdas use them
-  const int64_t *first = pieces.first, *step = pieces.step, *rows = pieces.rows;
+  const auto [first, step, rows] = product_pieces(products);
   for (int slot = 1; slot < pool->size(); ++slot) {
     const int64_t piece = pool->share_begin(first[n], slot);
     kernels::ThreadPool::Span spans[kernels::ThreadPool::kMaxSpans];
@@ -84,8 +83,7 @@ void prefetch_products(std::span<const Product> products, kernels::ThreadPool* p
 
 void run_products(std::span<const Product> products, kernels::ThreadPool* pool) {
   const int64_t n = int64_t(products.size());
-  const ProductPieces pieces = product_pieces(products);  // named, not bound: lambdas use them
-  const int64_t *first = pieces.first, *step = pieces.step, *rows = pieces.rows;
+  const auto [first, step, rows] = product_pieces(products);
   // Each distinct (x, group) of the quantised products is quantised once, on the caller,
   // before the items run, for the precisions of the rows that read it: xq_of[i] indexes
   // activation[] (-1: f32 / bf16, none needed), made from product quantised_by[a].
