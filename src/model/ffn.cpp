@@ -386,12 +386,10 @@ void ffn_prefetch(const FfnSpec& spec, const FfnWeights& dense, const MoeWeights
   if (!pool || pool->size() < 2) return;
   s.products.clear();
   if (spec.kind == FfnKind::dense) {
-    FfnTerm term;
-    term.gate = dense.w_gate, term.up = dense.w_up;
+    const FfnTerm term{.gate = dense.w_gate, .up = dense.w_up};
     add_up_products(spec, std::span(&term, 1), s.products);
   } else {
-    FfnTerm shared;
-    shared.gate = moe.shared.w_gate, shared.up = moe.shared.w_up;
+    const FfnTerm shared{.gate = moe.shared.w_gate, .up = moe.shared.w_up};
     add_input_products(moe, spec, nullptr, s, std::span(&shared, spec.n_shared ? 1 : 0), nullptr, s.products);
   }
   prefetch_products(s.products, pool);
