@@ -42,7 +42,7 @@ constexpr int64_t kMaxItems = int64_t(UINT32_MAX);
 
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads) : shares_(size_t(resolve(n_threads))), hints_(shares_.size()) {
+ThreadPool::ThreadPool(int n_threads) : shares_(size_t(resolve(n_threads))) {
   for (int i = 1; i < int(shares_.size()); ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
@@ -142,62 +142,10 @@ void ThreadPool::run(int64_t n, int64_t chunk, Body body, void* ctx) {
   if (error_) std::rethrow_exception(error_);
 }
 
-void ThreadPool::prefetch_next(int slot, std::span<const Span> spans) {
-  if (slot < 1 || slot >= int(hints_.size())) return;
-  Hint& h = hints_[size_t(slot)];
-  const int n = int(std::min<size_t>(spans.size(), kMaxSpans));
-  h.seq.fetch_add(1, std::memory_order_acq_rel);  // odd: being written
-  for (int i = 0; i < n; ++i) {
-    h.data[size_t(i)].store(spans[size_t(i)].data, std::memory_order_relaxed);
-    h.bytes[size_t(i)].store(std::max<int64_t>(0, spans[size_t(i)].bytes), std::memory_order_relaxed);
-  }
-  h.count.store(n, std::memory_order_relaxed);
-  h.seq.fetch_add(1, std::memory_order_release);  // even: complete
-}
-
-int ThreadPool::read_hint(int slot, Span* spans) const {
-  const Hint& h = hints_[size_t(slot)];
-  const uint32_t seq = h.seq.load(std::memory_order_acquire);
-  const int n = std::min(h.count.load(std::memory_order_relaxed), kMaxSpans);
-  for (int i = 0; i < n; ++i)
-    spans[i] = {h.data[size_t(i)].load(std::memory_order_relaxed), h.bytes[size_t(i)].load(std::memory_order_relaxed)};
-  std::atomic_thread_fence(std::memory_order_acquire);
-  return (seq & 1) || h.seq.load(std::memory_order_relaxed) != seq ? -1 : n;
-}
-
-std::vector<ThreadPool::Span> ThreadPool::posted(int slot) const {
-  if (slot < 1 || slot >= int(hints_.size())) return {};
-  Span spans[kMaxSpans];
-  int n;
-  while ((n = read_hint(slot, spans)) < 0) cpu_relax();
-  return {spans, spans + n};
-}
-
-void ThreadPool::prefetch_share(int slot, uint32_t seen) {
-  Span spans[kMaxSpans];
-  const int n = read_hint(slot, spans);  // -1 while being rewritten: the next spin rereads it
-  constexpr int64_t kLine = 64, kCheck = 16 * kLine;  // the job epoch is read every 16 lines
-  int64_t left = kPrefetchBytes;
-  for (int i = 0; i < n && left > 0; ++i) {
-    const char* p = static_cast<const char*>(spans[i].data);  // never dereferenced
-    const int64_t take = std::min(left, spans[i].bytes);
-    left -= take;
-    for (int64_t at = 0; at < take; at += kCheck) {
-      if (epoch_.load(std::memory_order_relaxed) != seen) return;
-      for (int64_t k = at; k < std::min(take, at + kCheck); k += kLine) __builtin_prefetch(p + k, 0, 2);
-    }
-  }
-}
-
-uint32_t ThreadPool::wait_for_job(uint32_t seen, int slot, uint32_t& hinted) {
+uint32_t ThreadPool::wait_for_job(uint32_t seen) {
   const auto start = std::chrono::steady_clock::now();
   for (int spins = 1;; ++spins) {
     if (const uint32_t e = epoch_.load(std::memory_order_acquire); e != seen) return e;
-    if (const uint32_t h = hints_[size_t(slot)].seq.load(std::memory_order_acquire); h != hinted && !(h & 1)) {
-      hinted = h;
-      prefetch_share(slot, seen);
-      continue;
-    }
     cpu_relax();
     if (spins % 256 == 0 && std::chrono::steady_clock::now() - start > kSpin) break;
   }
@@ -218,9 +166,9 @@ void ThreadPool::worker_loop(int slot) {
   // The next wait is for an epoch past the one this wake-up saw, never past a later read:
   // reading epoch_ again after checking stop_ could take in the destructor's bump (made
   // between the check and the read) and then sleep through it forever.
-  uint32_t seen = 0, hinted = 0;
+  uint32_t seen = 0;
   for (;;) {
-    seen = wait_for_job(seen, slot, hinted);
+    seen = wait_for_job(seen);
     if (stop_.load()) return;
     take_items(slot);
   }

@@ -13,12 +13,10 @@
 #pragma once
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <cstdint>
 #include <exception>
 #include <mutex>
-#include <span>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -73,27 +71,6 @@ class ThreadPool {
         const_cast<void*>(static_cast<const void*>(&f)));
   }
 
-  // The first bytes worker `slot` (1 .. size() - 1) will read in the next job: while it
-  // waits for that job it prefetches them into L2 (up to kPrefetchBytes), and stops when the
-  // job arrives. The caller posts them before the serial steps between two regions (routing,
-  // an activation, a norm), so the worker's first lines arrive while it would only spin.
-  // Xeon with AMX, 2 threads, alternating with the build before: the Llama-3.2-1B shape q8
-  // 21.9-22.5 -> 23.3-23.6 tokens/s (3 rounds), nenya q8 41.5 -> 42.0 on average (6 rounds).
-  // Only prefetch instructions touch the addresses: a stale span costs time, never a fault.
-  // At most kMaxSpans spans are kept; two callers posting at once (two sessions) may leave a
-  // mixed list, which is as harmless. share_begin says where a thread's share starts.
-  struct Span {
-    const void* data;
-    int64_t bytes;
-  };
-  static constexpr int kMaxSpans = 16;
-  static constexpr int64_t kPrefetchBytes = int64_t(64) << 10;
-  void prefetch_next(int slot, std::span<const Span> spans);
-  // What is posted for worker `slot` now (for tests).
-  std::vector<Span> posted(int slot) const;
-  // The first item of thread slot's share of a job of n items (slot 0: the caller).
-  int64_t share_begin(int64_t n, int slot) const { return int64_t(uint64_t(slot) * uint64_t(n) / shares_.size()); }
-
   // Calls f(begin, end) once per non-empty chunk of [0, n): size() contiguous chunks whose
   // bounds are multiples of `align` (except n itself), the first n_units % size() one unit
   // longer. For kernels whose every output element lies inside one chunk.
@@ -124,13 +101,8 @@ class ThreadPool {
     int64_t begin, end;
   };
   Run next_items(int slot);
-  // Returns once epoch_ differs from `seen`, with the value it read; on the way it
-  // prefetches a posted hint (prefetch_next) newer than `hinted` for thread `slot`.
-  uint32_t wait_for_job(uint32_t seen, int slot, uint32_t& hinted);
-  // Copies worker slot's posted spans; -1 if the caller was rewriting them meanwhile.
-  int read_hint(int slot, Span* spans) const;
-  // Prefetches the spans posted for thread `slot` until the job epoch leaves `seen`.
-  void prefetch_share(int slot, uint32_t seen);
+  // Returns once epoch_ differs from `seen`, with the value it read.
+  uint32_t wait_for_job(uint32_t seen);
 
   std::vector<std::thread> workers_;
   std::mutex job_mu_;  // held by the caller whose job the workers run
@@ -155,15 +127,6 @@ class ThreadPool {
   int64_t chunk_ = 1;  // the longest run an owner takes (owner_run)
   std::mutex error_mu_;
   std::exception_ptr error_;
-  // Each worker's posted spans behind a sequence lock (odd while the caller writes them),
-  // which the worker reads around its copy, so it never acts on a half-written list.
-  struct alignas(64) Hint {
-    std::atomic<uint32_t> seq{0};
-    std::atomic<int> count{0};
-    std::array<std::atomic<const void*>, kMaxSpans> data{};
-    std::array<std::atomic<int64_t>, kMaxSpans> bytes{};
-  };
-  std::vector<Hint> hints_;
 };
 
 // f(i) for i < n on `pool`, or on the caller when pool is null.

@@ -194,9 +194,6 @@ void append_kv(const AttentionStep& a, KvCache& cache) {
   } else {
     const Product kv[] = {{w.wk, a.x, k}, {w.wv, a.x, v}};
     run_products(kv, a.pool);
-    // The query's region comes next (step_query), after K's rotation and the cache's write.
-    const Product query{w.wq, a.x, nullptr};
-    prefetch_products(std::span(&query, 1), a.pool);
   }
   add_bias(w.bk, k);
   add_bias(w.bv, v);
@@ -226,11 +223,6 @@ void gated_output(const MatrixView& wg, const MatrixView& wo, const Vec& bo, int
   const Product output{wo, o, out};
   run_products(std::span(&output, 1), pool);
   add_bias(bo, out);
-}
-
-void attention_prefetch(const AttentionWeights& w, bool append, kernels::ThreadPool* pool) {
-  const Product first[] = {{w.wk}, {w.wv}, {w.wq}};
-  prefetch_products(append ? std::span(first, 2) : std::span(first + 2, 1), pool);
 }
 
 void project_output(const AttentionWeights& w, const MixerSpec& m, const float* x, AttentionScratch& s, float* out,

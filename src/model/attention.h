@@ -127,11 +127,6 @@ void project_query(const AttentionWeights& w, const MixerSpec& m, const ModelCon
 // This token's K and V from the K/V input a.x, stored as the layer reads them (RoPE'd or
 // normalised), appended to `cache`.
 void append_kv(const AttentionStep& a, KvCache& cache);
-
-// Posts to the pool's workers the first weights their shares of a decode step's first region
-// read (model/region.h prefetch_products): W_k and W_v when the layer appends to its own
-// cache (`append`), else W_q.
-void attention_prefetch(const AttentionWeights& w, bool append, kernels::ThreadPool* pool);
 // Per-KV-head maxima of query-group scores (see relu2_attention): reset positions [0, end)
 // to -inf, then fold in the scores of `heads` heads (head h's at scores[h ld ..]) of
 // positions first, first + 1, ..., first + n - 1.

@@ -49,22 +49,12 @@ void assign_buffers(FfnScratch& s) {
   }
 }
 
-// The gate / up products of `terms`, appended to `products`.
-void add_up_products(const FfnSpec& spec, std::span<const FfnTerm> terms, std::vector<Product>& products) {
-  for (const FfnTerm& t : terms) {
-    products.push_back({t.up, t.x, t.h_up});
-    if (spec.activation != Activation::relu2) products.push_back({t.gate, t.x, t.h_gate});
+// The gate / up products of `terms`, appended to s.products.
+void add_up_products(const FfnSpec& spec, std::span<FfnTerm> terms, FfnScratch& s) {
+  for (FfnTerm& t : terms) {
+    s.products.push_back({t.up, t.x, t.h_up});
+    if (spec.activation != Activation::relu2) s.products.push_back({t.gate, t.x, t.h_gate});
   }
-}
-
-// A MoE layer's first region, what needs only x: the router, the latent down-projection, the
-// shared experts' scalar gate and their gate / up rows, appended to `products`.
-void add_input_products(const MoeWeights& w, const FfnSpec& spec, const float* x, FfnScratch& s,
-                        std::span<const FfnTerm> shared, float* shared_logit, std::vector<Product>& products) {
-  products.push_back({w.router, x, s.logits.data()});
-  if (spec.latent_dim > 0) products.push_back({w.latent_down, x, s.latent_in.data()});
-  if (present(w.shared_gate)) products.push_back({w.shared_gate, x, shared_logit});
-  add_up_products(spec, shared, products);
 }
 
 // The hidden activation of a term: ReLU^2's fired neurons and their coefficients
@@ -125,58 +115,25 @@ int64_t down_item_rows(int64_t rows, int64_t bytes_per_row, int64_t largest_term
   return aligned(std::max(by_bytes, by_run));
 }
 
-// The pieces of a gated down region: output g (of out) has pieces [first[g], first[g + 1])
-// of step[g] rows, rows[g] in all.
-struct DownPieces {
-  Targets out;
-  int64_t first[kMaxTargets + 1] = {0}, step[kMaxTargets] = {}, rows[kMaxTargets] = {};
-};
-
-DownPieces down_pieces(std::span<const FfnTerm> terms) {
-  DownPieces p{.out = targets_of(terms)};
-  for (int g = 0; g < p.out.n; ++g) {
-    int64_t bytes = 0, largest = 0;
-    for (const FfnTerm& t : terms)
-      if (t.y == p.out.y[g]) {
-        const int64_t row = t.down.bytes() / std::max<int64_t>(1, t.down.rows);
-        bytes += row, largest = std::max(largest, row), p.rows[g] = t.down.rows;
-      }
-    // In pieces of a quarter of an item, rounded up (run_products' kItemPieces): a thread's
-    // run of up to kItemPieces pieces is one call per term, over at least an item's rows.
-    const int64_t piece = (down_item_rows(p.rows[g], bytes, largest) + kItemPieces - 1) / kItemPieces;
-    p.step[g] = (piece + kItemRowAlign - 1) / kItemRowAlign * kItemRowAlign;
-    p.first[g + 1] = p.first[g] + (p.rows[g] + p.step[g] - 1) / p.step[g];
-  }
-  return p;
-}
-
-// Posts to each worker the first rows its share of gated_down(terms) will read.
-void prefetch_down(std::span<const FfnTerm> terms, kernels::ThreadPool* pool) {
-  if (!pool || pool->size() < 2) return;
-  const DownPieces p = down_pieces(terms);
-  const int64_t n = p.first[p.out.n];
-  for (int slot = 1; slot < pool->size(); ++slot) {
-    kernels::ThreadPool::Span spans[kernels::ThreadPool::kMaxSpans];
-    int count = 0;
-    int64_t bytes = 0;
-    for (int64_t piece = pool->share_begin(n, slot); piece < n && bytes < kernels::ThreadPool::kPrefetchBytes; ++piece)
-      piece_rows(p.first, p.step, p.rows, p.out.n, piece, piece + 1, [&](int64_t g, int64_t r0, int64_t r1) {
-        for (const FfnTerm& t : terms)
-          if (t.y == p.out.y[g] && count < kernels::ThreadPool::kMaxSpans) {
-            spans[count] = row_span(t.down, r0, r1);
-            bytes += spans[count++].bytes;
-          }
-      });
-    pool->prefetch_next(slot, std::span(spans, size_t(count)));
-  }
-}
-
 // Gated down projections: items are row chunks of each output, every term writing that
 // output added in list order inside the item (no two threads write one row).
 void gated_down(std::span<const FfnTerm> terms, kernels::ThreadPool* pool) {
-  const DownPieces pieces = down_pieces(terms);
-  const Targets& out = pieces.out;
-  const int64_t *first = pieces.first, *step = pieces.step, *rows = pieces.rows;
+  const Targets out = targets_of(terms);
+  int64_t first[kMaxTargets + 1] = {0}, step[kMaxTargets], rows[kMaxTargets];
+  for (int g = 0; g < out.n; ++g) {
+    int64_t bytes = 0, largest = 0;
+    rows[g] = 0;
+    for (const FfnTerm& t : terms)
+      if (t.y == out.y[g]) {
+        const int64_t row = t.down.bytes() / std::max<int64_t>(1, t.down.rows);
+        bytes += row, largest = std::max(largest, row), rows[g] = t.down.rows;
+      }
+    // In pieces of a quarter of an item, rounded up (run_products' kItemPieces): a thread's
+    // run of up to kItemPieces pieces is one call per term, over at least an item's rows.
+    const int64_t piece = (down_item_rows(rows[g], bytes, largest) + kItemPieces - 1) / kItemPieces;
+    step[g] = (piece + kItemRowAlign - 1) / kItemRowAlign * kItemRowAlign;
+    first[g + 1] = first[g] + (rows[g] + step[g] - 1) / step[g];
+  }
   // Each term's hidden activation quantised once here for the integer path (q8 / q4), not
   // once per item; the items read the caller's buffers through the pointer.
   thread_local std::vector<kernels::QuantizedActivation> activation;
@@ -259,9 +216,8 @@ void record_neurons(NeuronProbe& probe, const FfnTerm& t) { probe.record(t.neuro
 void ffn_add(const FfnSpec& spec, FfnScratch& s, kernels::ThreadPool* pool) {
   assign_buffers(s);
   s.products.clear();
-  add_up_products(spec, s.terms, s.products);
+  add_up_products(spec, s.terms, s);
   run_products(s.products, pool);
-  if (spec.activation != Activation::relu2) prefetch_down(s.terms, pool);  // the activation is serial
   for (FfnTerm& t : s.terms) activate(spec, t, s.neuron_skip);
   down_all(spec, s.terms, s, pool);
 }
@@ -334,8 +290,15 @@ void moe_ffn(const MoeWeights& w, int d, const FfnCall& call, int32_t* experts_o
   assign_buffers(s);
 
   s.products.clear();
-  add_input_products(w, spec, call.x, s, shared, &shared_logit, s.products);
+  s.products.push_back({w.router, call.x, s.logits.data()});
+  if (latent) s.products.push_back({w.latent_down, call.x, s.latent_in.data()});
+  if (present(w.shared_gate)) s.products.push_back({w.shared_gate, call.x, &shared_logit});
+  add_up_products(spec, shared, s);
   run_products(s.products, call.pool);
+  for (FfnTerm& t : shared) {
+    if (present(w.shared_gate)) t.scale = kernels::sigmoid(shared_logit);
+    activate(spec, t, s.neuron_skip);
+  }
 
   int32_t* experts = s.expert_ids.data();
   float* gates = s.gate_values.data();
@@ -357,19 +320,12 @@ void moe_ffn(const MoeWeights& w, int d, const FfnCall& call, int32_t* experts_o
     t.scale = gates[i];
   }
   s.products.clear();
-  add_up_products(spec, routed, s.products);
-  // The shared experts' activation is serial: the workers fetch their first expert rows meanwhile.
-  prefetch_products(s.products, call.pool);
-  for (FfnTerm& t : shared) {
-    if (present(w.shared_gate)) t.scale = kernels::sigmoid(shared_logit);
-    activate(spec, t, s.neuron_skip);
-  }
+  add_up_products(spec, routed, s);
   run_products(s.products, call.pool);
+  for (FfnTerm& t : routed) activate(spec, t, s.neuron_skip);
 
   // The routed experts first, so they add into y in the order they always did.
   std::rotate(s.terms.begin(), s.terms.begin() + ptrdiff_t(shared.size()), s.terms.end());
-  if (!relu2) prefetch_down(s.terms, call.pool);
-  for (int i = 0; i < k; ++i) activate(spec, s.terms[size_t(i)], s.neuron_skip);
   down_all(spec, s.terms, s, call.pool);
   if (latent) {
     const Product up{w.latent_up, s.latent_out.data(), call.y, 1.0f, true};
@@ -379,20 +335,6 @@ void moe_ffn(const MoeWeights& w, int d, const FfnCall& call, int32_t* experts_o
     for (int i = 0; i < k; ++i) record_neurons(call.probe->experts[size_t(experts[i])], s.terms[size_t(i)]);
     if (spec.n_shared) record_neurons(call.probe->shared, s.terms.back());
   }
-}
-
-void ffn_prefetch(const FfnSpec& spec, const FfnWeights& dense, const MoeWeights& moe, FfnScratch& s,
-                  kernels::ThreadPool* pool) {
-  if (!pool || pool->size() < 2) return;
-  s.products.clear();
-  if (spec.kind == FfnKind::dense) {
-    const FfnTerm term{.gate = dense.w_gate, .up = dense.w_up};
-    add_up_products(spec, std::span(&term, 1), s.products);
-  } else {
-    const FfnTerm shared{.gate = moe.shared.w_gate, .up = moe.shared.w_up};
-    add_input_products(moe, spec, nullptr, s, std::span(&shared, spec.n_shared ? 1 : 0), nullptr, s.products);
-  }
-  prefetch_products(s.products, pool);
 }
 
 // ---- Batches ------------------------------------------------------------------------

@@ -89,13 +89,6 @@ void route(const FfnSpec& spec, const MoeWeights& w, const float* logits, int32_
 // `experts_out` (top_k ids) may be null.
 void moe_ffn(const MoeWeights& w, int d, const FfnCall& call, int32_t* experts_out = nullptr);
 
-// Posts to the pool's workers the first weights their shares of the FFN's first region
-// (dense_ffn's gate / up, moe_ffn's router and shared experts) read (model/region.h
-// prefetch_products), for a caller with serial steps to take before it. `dense` or `moe`
-// as spec.kind says.
-void ffn_prefetch(const FfnSpec& spec, const FfnWeights& dense, const MoeWeights& moe, FfnScratch& s,
-                  kernels::ThreadPool* pool);
-
 // ---- Batches: the FFN of n rows at once (prefill's chunk, batched decode) --------------
 //
 // Every product runs over the whole batch (run_batch_products); a MoE layer groups the

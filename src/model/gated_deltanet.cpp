@@ -168,25 +168,17 @@ int gate_projections(const GdnWeights& w, const Dims& d, int64_t T, GdnScratch& 
 }
 
 // The first step of every projection of x: W_q x, W_k x, W_v x (after the conv tails) and each
-// gate's full product or W_a x, into p (3 + kGateProjections); returns their count.
-int input_products(const GdnWeights& w, const Dims& d, const float* x, int64_t T, GdnScratch& s, int64_t rank,
-                   Product* p) {
+// gate's full product or W_a x. One token: a single region; a prompt: one tiled product each.
+void project_inputs(const GdnWeights& w, const Dims& d, const float* x, int64_t T, GdnScratch& s, int64_t rank,
+                    kernels::ThreadPool* pool) {
   const int64_t taps = d.K - 1;
   Projection gates[kGateProjections];
   const int n = gate_projections(w, d, T, s, rank, gates);
-  p[0] = {w.wq, x, s.q_in.data() + taps * d.cqk};
-  p[1] = {w.wk, x, s.k_in.data() + taps * d.cqk};
-  p[2] = {w.wv, x, s.v_in.data() + taps * d.cv};
+  Product p[3 + kGateProjections] = {{w.wq, x, s.q_in.data() + taps * d.cqk},
+                                     {w.wk, x, s.k_in.data() + taps * d.cqk},
+                                     {w.wv, x, s.v_in.data() + taps * d.cv}};
   for (int j = 0; j < n; ++j)
     p[3 + j] = gates[j].two_step() ? Product{*gates[j].a, x, gates[j].low_rank} : Product{*gates[j].full, x, gates[j].y};
-  return 3 + n;
-}
-
-// input_products: one token in a single region; a prompt in one tiled product each.
-void project_inputs(const GdnWeights& w, const Dims& d, const float* x, int64_t T, GdnScratch& s, int64_t rank,
-                    kernels::ThreadPool* pool) {
-  Product p[3 + kGateProjections];
-  const int n = input_products(w, d, x, T, s, rank, p) - 3;
   if (T == 1) return run_products(std::span(p, size_t(3 + n)), pool);
   BatchProduct batch[3 + kGateProjections];  // one region; x quantised once for all of them
   for (int j = 0; j < 3 + n; ++j) batch[j] = {p[j].w, x, p[j].w.cols, p[j].y, p[j].w.rows, T};
@@ -427,13 +419,6 @@ void gdn_decode(const GdnWeights& w, const MixerSpec& m, const ModelConfig& c, c
   });
   const Product output{w.wo, s.o.data(), out};
   run_products(std::span(&output, 1), pool);
-}
-
-void gdn_prefetch(const GdnWeights& w, const MixerSpec& m, GdnScratch& s, kernels::ThreadPool* pool) {
-  if (!pool || pool->size() < 2) return;
-  Product p[3 + kGateProjections];
-  const int n = input_products(w, dims_of(m), nullptr, 1, s, std::max(m.gate_rank, m.out_gate_rank), p);
-  prefetch_products(std::span(p, size_t(n)), pool);
 }
 
 void gdn_prefill(const GdnWeights& w, const MixerSpec& m, const ModelConfig& c, const float* x, int64_t T,

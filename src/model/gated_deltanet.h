@@ -78,10 +78,6 @@ struct GdnScratch {
 void gdn_decode(const GdnWeights& w, const MixerSpec& m, const ModelConfig& c, const float* x, GdnState& state,
                 GdnScratch& s, float* out, kernels::ThreadPool* pool);
 
-// Posts to the pool's workers the first weights their shares of gdn_decode's first region
-// read (model/region.h prefetch_products).
-void gdn_prefetch(const GdnWeights& w, const MixerSpec& m, GdnScratch& s, kernels::ThreadPool* pool);
-
 // A prompt: x [T][d] -> out [T][d], continuing from `state` and leaving it as T decodes would.
 // Chunks of 64 tokens run the WY/UT form; the result does not depend on how a prompt is split.
 void gdn_prefill(const GdnWeights& w, const MixerSpec& m, const ModelConfig& c, const float* x, int64_t T,

@@ -9,7 +9,6 @@
 #include <string>
 
 #include "kernels/ops.h"
-#include "model/region.h"
 
 namespace wren {
 
@@ -34,8 +33,6 @@ void check_weights(const MhcWeights& w, int n, int d, int64_t outputs, size_t al
 // of the transposed copy where the load made one; else the sum of phi's rows weighted by the
 // entries of vec(x), which add_rows forms for any storage type. The rows of the transposed
 // copy, four to an item, are each dotted whole: any thread count gives the same bits.
-constexpr int64_t kRowsPerItem = 4;  // the f32 / bf16 matvec dots four rows per pass over x
-
 void project(const MhcWeights& w, int n, int d, float eps, const float* streams, MhcScratch& s,
              kernels::ThreadPool* pool) {
   const MatrixView& phi = w.phi;
@@ -46,6 +43,7 @@ void project(const MhcWeights& w, int n, int d, float eps, const float* streams,
   const float r = float(1.0 / std::sqrt(ss / double(nd) + double(eps)));
   if (present(w.phi_t)) {  // f32 or bf16 (model.cpp): matvec_range needs no quantised x
     float* m = s.m.data();
+    constexpr int64_t kRowsPerItem = 4;  // the f32 / bf16 matvec dots four rows per pass over x
     const int64_t rows = w.phi_t.rows;
     kernels::run_items(pool, (rows + kRowsPerItem - 1) / kRowsPerItem, [&](int64_t i) {
       kernels::matvec_range(w.phi_t, streams, nullptr, m, i * kRowsPerItem, std::min(rows, (i + 1) * kRowsPerItem));
@@ -58,16 +56,6 @@ void project(const MhcWeights& w, int n, int d, float eps, const float* streams,
 }
 
 }  // namespace
-
-void mhc_prefetch(const MhcWeights& w, kernels::ThreadPool* pool) {
-  if (!pool || pool->size() < 2 || !present(w.phi_t)) return;
-  const int64_t rows = w.phi_t.rows, items = (rows + kRowsPerItem - 1) / kRowsPerItem;
-  for (int slot = 1; slot < pool->size(); ++slot) {
-    const int64_t r0 = std::min(rows, pool->share_begin(items, slot) * kRowsPerItem);
-    const kernels::ThreadPool::Span span = row_span(w.phi_t, r0, rows);
-    pool->prefetch_next(slot, std::span(&span, 1));
-  }
-}
 
 void MhcScratch::reserve(int n, int d) {
   const size_t nd = size_t(n) * size_t(d);

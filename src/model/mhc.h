@@ -71,10 +71,6 @@ void sinkhorn(float* M, int n, int iters);
 void mhc_coefficients(const MhcWeights& w, int n, int d, float eps, int iters, const float* streams, MhcBoundary& b,
                       MhcScratch& s, kernels::ThreadPool* pool = nullptr);
 
-// Posts to the pool's workers the rows of w's projection they will read first in
-// mhc_coefficients (ThreadPool::prefetch_next), for a caller about to take serial steps first.
-void mhc_prefetch(const MhcWeights& w, kernels::ThreadPool* pool);
-
 // h = sum_j pre_j x_j.
 void mhc_read(const MhcBoundary& b, int n, int d, const float* streams, float* h, MhcScratch& s);
 

@@ -392,11 +392,6 @@ void mla_decode(const MlaWeights& w, const MixerSpec& m, const ModelConfig& c, c
   absorbed_heads(w, m, pos, cache, s, out, pool);
 }
 
-void mla_prefetch(const MlaWeights& w, const MixerSpec& m, MlaScratch& s, bool append, kernels::ThreadPool* pool) {
-  const Product first[] = {query_product(w, m, nullptr, s), {w.wg, nullptr, nullptr}, {w.wkv_a, nullptr, nullptr}};
-  prefetch_products(std::span(first, append ? 3 : 2), pool);
-}
-
 void mla_batch_inputs(const MlaBatchInput& in, MlaBatch& b, kernels::ThreadPool* pool) {
   const MlaWeights& w = in.w;
   const MixerSpec& m = in.m;

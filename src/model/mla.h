@@ -118,10 +118,6 @@ void mla_attention(const MlaWeights& w, const MixerSpec& m, const ModelConfig& c
 void mla_attention_absorbed(const MlaWeights& w, const MixerSpec& m, const ModelConfig& c, const float* x,
                             int64_t pos, const MlaCache& cache, MlaScratch& s, float* out, kernels::ThreadPool* pool);
 
-// Posts to the pool's workers the first weights their shares of the first region of
-// mla_decode (`append`) or mla_attention_absorbed read (model/region.h prefetch_products).
-void mla_prefetch(const MlaWeights& w, const MixerSpec& m, MlaScratch& s, bool append, kernels::ThreadPool* pool);
-
 // Decode of the token at `pos` with its own cache: mla_append, then mla_attention_absorbed,
 // with W_kva, W_q (or W_qa) and W_g in one parallel region (model/region.h), the heads in a
 // second and W_o in a third.

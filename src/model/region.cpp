@@ -22,30 +22,16 @@ void product_rows(const Product& p, const kernels::QuantizedActivation* xq, int6
 
 }  // namespace
 
-kernels::ThreadPool::Span row_span(const MatrixView& w, int64_t r0, int64_t r1) {
-  const bool packed = w.packed && quantised(w);
-  const auto* base = static_cast<const char*>(packed ? w.packed : w.data);
-  const int64_t first = packed ? w.packed_first + r0 : r0;
-  return {base + first * w.row_bytes(), (r1 - r0) * w.row_bytes()};
-}
-
 int64_t item_rows(const MatrixView& w, int64_t bytes) {
   const int64_t row = std::max<int64_t>(1, w.bytes() / std::max<int64_t>(1, w.rows));
   const int64_t rows = std::max<int64_t>(1, bytes / row);
   return std::max(kItemRowAlign, rows / kItemRowAlign * kItemRowAlign);
 }
 
-namespace {
-
-// The pieces of a region's products: first[i] is the first piece of product i, the pieces of
-// all products numbered in order, step[i] its rows per piece, rows[i] its rows. The caller's
-// buffers, grown once.
-struct ProductPieces {
-  int64_t *first, *step, *rows;
-};
-
-ProductPieces product_pieces(std::span<const Product> products) {
+void run_products(std::span<const Product> products, kernels::ThreadPool* pool) {
   const int64_t n = int64_t(products.size());
+  // first[i]: the first piece of product i, the pieces of all products numbered in order;
+  // step[i]: its rows per piece. The caller's buffers, grown once.
   thread_local std::vector<int64_t> first_buf, step_buf, rows_buf;
   first_buf.resize(size_t(n + 1)), step_buf.resize(size_t(n)), rows_buf.resize(size_t(n));
   int64_t *first = first_buf.data(), *step = step_buf.data(), *rows = rows_buf.data();
@@ -56,34 +42,6 @@ ProductPieces product_pieces(std::span<const Product> products) {
     rows[i] = present(w) ? w.rows : 0;
     first[i + 1] = first[i] + (rows[i] + step[i] - 1) / step[i];
   }
-  return {first, step, rows};
-}
-
-}  // namespace
-
-void prefetch_products(std::span<const Product> products, kernels::ThreadPool* pool) {
-  if (!pool || pool->size() < 2 || products.empty()) return;
-  const int64_t n = int64_t(products.size());
-  const auto [first, step, rows] = product_pieces(products);
-  for (int slot = 1; slot < pool->size(); ++slot) {
-    const int64_t piece = pool->share_begin(first[n], slot);
-    kernels::ThreadPool::Span spans[kernels::ThreadPool::kMaxSpans];
-    int count = 0;
-    int64_t bytes = 0;
-    for (int64_t i = std::upper_bound(first + 1, first + n + 1, piece) - (first + 1);
-         i < n && count < kernels::ThreadPool::kMaxSpans && bytes < kernels::ThreadPool::kPrefetchBytes; ++i) {
-      const int64_t r0 = std::max<int64_t>(0, piece - first[i]) * step[i];
-      if (!present(products[size_t(i)].w) || r0 >= rows[i]) continue;
-      spans[count] = row_span(products[size_t(i)].w, r0, rows[i]);
-      bytes += spans[count++].bytes;
-    }
-    pool->prefetch_next(slot, std::span(spans, size_t(count)));
-  }
-}
-
-void run_products(std::span<const Product> products, kernels::ThreadPool* pool) {
-  const int64_t n = int64_t(products.size());
-  const auto [first, step, rows] = product_pieces(products);
   // Each distinct (x, group) of the quantised products is quantised once, on the caller,
   // before the items run, for the precisions of the rows that read it: xq_of[i] indexes
   // activation[] (-1: f32 / bf16, none needed), made from product quantised_by[a].

@@ -55,14 +55,6 @@ void piece_rows(const int64_t* first, const int64_t* step, const int64_t* rows, 
   }
 }
 
-// The bytes the integer dot paths read for rows [r0, r1) of w: its packed copy's where it
-// has one and is q8 / q4, else its values (the scales, 1/16 as many, are not included).
-kernels::ThreadPool::Span row_span(const MatrixView& w, int64_t r0, int64_t r1);
-
-// Posts to each worker of `pool` the first bytes its share of run_products(products) will
-// read (ThreadPool::prefetch_next), for a caller about to take a serial step before it.
-void prefetch_products(std::span<const Product> products, kernels::ThreadPool* pool);
-
 // Every product of the list, in one region of `pool` (on the caller when null). Products
 // without rows are skipped.
 void run_products(std::span<const Product> products, kernels::ThreadPool* pool);

@@ -269,36 +269,17 @@ const float* Session::sublayer_input(int layer, bool ffn, const MixWeights& mix,
   TokenState& r = *r_;
   switch (c.residual.kind) {
     case ResidualKind::plain:
-      if (&boundary == &r.boundary) prefetch_sublayer(layer, ffn);  // before the norm
       return r.x.data();
     case ResidualKind::mhc:
       mhc_coefficients(mhc, streams_, d_, eps, c.residual.sinkhorn_iters, r.x.data(), boundary, mhc_scratch_, pool_);
-      if (&boundary == &r.boundary) prefetch_sublayer(layer, ffn);  // a bridge's input feeds a cache fill instead
       mhc_read(boundary, streams_, d_, r.x.data(), h_.data(), mhc_scratch_);
       return h_.data();
     case ResidualKind::attn_residuals:
-      if (&boundary == &r.boundary) prefetch_sublayer(layer, ffn);  // before the sources' mix
       break;
   }
   gather_residual_sources(sublayer_sources(c, layer, ffn, r.finished_blocks, r.partial_empty));
   attn_res_mix(mix, sources_, d_, eps, c.norm.unit_offset, mix_weights_.data(), h_.data(), tmp_.data());
   return h_.data();
-}
-
-void Session::prefetch_sublayer(int layer, bool ffn) {
-  const ModelConfig& c = model_->config;
-  const LayerWeights& w = model_->layers[size_t(layer)];
-  if (ffn) return ffn_prefetch(c.ffn(layer), w.dense, w.moe, ffn_, pool_);
-  const MixerSpec& m = c.mixer(layer);
-  switch (m.kind) {
-    case MixerKind::gdn:
-    case MixerKind::gdn2: return gdn_prefetch(w.gdn, m, gdn_scratch_, pool_);
-    case MixerKind::mla: return mla_prefetch(w.mla, m, mla_scratch_, c.fills_own_cache(layer), pool_);
-    case MixerKind::attention:
-    case MixerKind::relu2_attention:
-    case MixerKind::sparse_reuse: return attention_prefetch(w.attn, c.fills_own_cache(layer), pool_);
-    default: return;
-  }
 }
 
 void Session::gather_residual_sources(const ResidualSourceSet& set) {
@@ -448,16 +429,12 @@ void Session::mixer_output(int i, const float* out, float* ffn_x) {
   const ModelConfig& c = model_->config;
   const LayerWeights& w = model_->layers[size_t(i)];
   TokenState& r = *r_;
-  if (c.residual.kind == ResidualKind::mhc) mhc_prefetch(w.ffn_mhc, pool_);
   add_output(out, w.attn_post_norm, r.boundary);
   const float* h = sublayer_input(i, true, w.ffn_res, w.ffn_mhc, r.boundary);
   sublayer_norm(h, w.ffn_norm, d_, c.norm, ffn_x);
 }
 
 void Session::ffn_step(int i, const float* ffn_out) {
-  const Model& m = *model_;
-  if (m.config.residual.kind == ResidualKind::mhc && i + 1 < m.config.n_layers())
-    mhc_prefetch(m.layers[size_t(i + 1)].attn_mhc, pool_);
   add_output(ffn_out, model_->layers[size_t(i)].ffn_post_norm, r_->boundary);
 }
 

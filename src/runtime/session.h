@@ -230,9 +230,6 @@ class Session {
   void request_engram_rows_ahead();
   std::span<const int32_t> ngram_context(int order);
   const float* sublayer_input(int layer, bool ffn, const MixWeights& mix, const MhcWeights& mhc, MhcBoundary& boundary);
-  // Posts the first weights of the sublayer's first region to the pool's workers
-  // (ThreadPool::prefetch_next) before the serial steps that lead to it.
-  void prefetch_sublayer(int layer, bool ffn);
   void gather_residual_sources(const ResidualSourceSet& set);
   // The bridged layers' K/V inputs at `layer`: each filled now (bridge_x null) or written to
   // bridge_x ([bridges][d]) for the batch's fill_bridges.
