@@ -146,9 +146,10 @@ TEST(EarlyExit, LayersFromTheExitLayerOnRunOnlyTheLastPromptToken) {
       std::vector<float> logits(size_t(s.vocab_rows()));
       s.prefill(t, logits.data(), early);
       for (int i = 0; i < c.n_layers(); ++i)
-        if (counted(i))
+        if (counted(i)) {
           EXPECT_EQ(tokens_at(probe, i), early && i >= exit ? 1 : n)
               << "layer " << i << " (exit " << exit << "), early exit " << early;
+        }
     }
   }
 }

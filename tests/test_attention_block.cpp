@@ -137,7 +137,9 @@ TEST(AttentionBlock, EqualsDecodeRowByRow) {
       expect_near(one.kept, ref.kept, 2e-5, "kept scores");
       ASSERT_EQ(one.o, two.o) << "two threads changed the bits";
       // A window's ring must have been overrun, or the test would not cover the phases.
-      if (l.m.window > 0) ASSERT_LT(l.m.window, T);
+      if (l.m.window > 0) {
+        ASSERT_LT(l.m.window, T);
+      }
     }
   }
 }

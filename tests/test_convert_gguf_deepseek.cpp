@@ -179,7 +179,9 @@ TEST(ConvertGguf, Deepseek2ExportRoundTripIsBitIdentical) {
       const WeightView &x = a.weight(t.name), &y = b.weight(t.name);
       ASSERT_EQ(x.storage, y.storage) << t.name;
       ASSERT_EQ(std::memcmp(x.data, y.data, x.stored->nbytes), 0) << t.name;
-      if (x.scales) ASSERT_EQ(std::memcmp(x.scales, y.scales, x.stored_scales->nbytes), 0) << t.name;
+      if (x.scales) {
+        ASSERT_EQ(std::memcmp(x.scales, y.scales, x.stored_scales->nbytes), 0) << t.name;
+      }
     }
     Session sa(open_model(dir / "a")), sb(open_model(dir / "b"));
     std::vector<float> la(static_cast<size_t>(sa.vocab_rows())), lb(la.size());

@@ -541,7 +541,9 @@ TEST(KernelsSoftmax, ExpBelowMaxMatchesReference) {
       }
       EXPECT_NEAR(got.sum, want.sum, 1e-6 * want.sum) << n;
       EXPECT_GE(want.sum, 1.0);  // the max's own e^0
-      if (n > 2) EXPECT_EQ(x[2], 0.0f);
+      if (n > 2) {
+        EXPECT_EQ(x[2], 0.0f);
+      }
     }
     std::vector<float> masked(9, -INFINITY);
     const ExpSum none = exp_below_max(masked.data(), 9);

@@ -117,10 +117,18 @@ TEST(KvRows, HeadMajorRowsReadAsWrittenAndLieInOneRun) {
         ASSERT_EQ(got, want[i]) << j << " " << i;
       }
       if (j == 0) continue;
-      if (t == KvType::q8) EXPECT_EQ(tile.q8[j], tile.q8[j - 1] + n);
-      if (t == KvType::bf16) EXPECT_EQ(tile.bf16[j], tile.bf16[j - 1] + n);
-      if (t == KvType::f16) EXPECT_EQ(tile.f16[j], tile.f16[j - 1] + n);
-      if (t == KvType::f32) EXPECT_EQ(tile.f32[j], tile.f32[j - 1] + n);
+      if (t == KvType::q8) {
+        EXPECT_EQ(tile.q8[j], tile.q8[j - 1] + n);
+      }
+      if (t == KvType::bf16) {
+        EXPECT_EQ(tile.bf16[j], tile.bf16[j - 1] + n);
+      }
+      if (t == KvType::f16) {
+        EXPECT_EQ(tile.f16[j], tile.f16[j - 1] + n);
+      }
+      if (t == KvType::f32) {
+        EXPECT_EQ(tile.f32[j], tile.f32[j - 1] + n);
+      }
     }
   }
   KvRows bad;

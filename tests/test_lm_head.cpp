@@ -152,7 +152,9 @@ TEST(LmHead, APackedHeadRescoresItsOwnRows) {
   const std::vector<float> z = exact(head, c.x);
   EXPECT_EQ(top(got, 3), top(z, 3));
   for (int64_t r = 0; r < head.rows; ++r)
-    if (got[size_t(r)] != -INFINITY) ASSERT_EQ(got[size_t(r)], z[size_t(r)]) << "row " << r;
+    if (got[size_t(r)] != -INFINITY) {
+      ASSERT_EQ(got[size_t(r)], z[size_t(r)]) << "row " << r;
+    }
 }
 
 TEST(LmHead, RowsNotRescoredAreNeverRead) {

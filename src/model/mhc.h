@@ -31,7 +31,7 @@ struct MhcWeights {
   // phi^T [n^2 + 2n, n d] (the same values), made at load (model.cpp) when phi is f32 or bf16:
   // m = phi^T vec(x) is then n^2 + 2n dot products of length n d, each row read in one pass,
   // where vec(x) phi sums n d short rows (24 values for Nenya) one by one. Else empty.
-  MatrixView phi_t;
+  MatrixView phi_t = {};
 };
 
 // What one boundary computed for the current token.

@@ -276,7 +276,7 @@ std::vector<std::string> convert_hf_checkpoint(const std::string& src, const std
   for (const char* name : {"tokenizer_config.json", "generation_config.json"})
     if (auto f = try_read_file((root / name).string())) {
       try {
-        (void)Json::parse(*f);
+        [[maybe_unused]] const Json parsed = Json::parse(*f);  // checked, not used
       } catch (const nlohmann::json::exception& e) {
         throw IoError((root / name).string() + ": invalid JSON: " + e.what());
       }

@@ -8,8 +8,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include "model/kv_cache.h"
 #include "model/model.h"
 #include "text/tokenizer.h"
 
@@ -19,6 +21,7 @@ struct ParallelBenchOptions {
   std::vector<int> streams{1, 2, 4, 8};
   int n_prompt = 32, n_gen = 64, threads = 2, repetitions = 3;
   uint64_t seed = 1;
+  std::optional<KvType> kv = std::nullopt;  // the slots' cache storage (`wren bench --kv`)
 };
 
 struct ParallelBenchResult {

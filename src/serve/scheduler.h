@@ -66,7 +66,7 @@ struct SchedulerOptions {
   int threads = 2;
   int prefill_chunk = 8;   // prompt tokens per prefill step
   bool lm_head_prescore = true;
-  std::optional<KvType> kv;  // the slots' cache storage; unset: the session's rule (Session::default_kv_type)
+  std::optional<KvType> kv = std::nullopt;  // the slots' cache storage; unset: the session's rule (Session::default_kv_type)
 };
 
 struct SchedulerStats {

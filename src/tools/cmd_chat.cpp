@@ -75,7 +75,7 @@ class Chat {
     }
     o.max_tokens = int(std::min<int64_t>(o.max_tokens, room));
     Generation gen(*session_, tok_, o);
-    last_ = {.fed = int64_t(tokens.size()), .reprefilled = last_.reprefilled};
+    last_ = {.fed = int64_t(tokens.size()), .reprefilled = last_.reprefilled, .restored = false, .times = {}};
     gen.prefill(tokens, true);
     fed_ = pieces;
     std::string answer;
@@ -137,7 +137,7 @@ class Chat {
     messages_ = std::move(saved.messages);
     fed_ = session_->position() > 0 ? std::move(fed) : std::vector<serve::PromptPiece>{};
     pending_ = saved.pending;
-    last_ = {.restored = true};
+    last_ = {.fed = 0, .reprefilled = false, .restored = true, .times = {}};
   }
 
  private:
