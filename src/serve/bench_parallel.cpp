@@ -15,7 +15,7 @@ double run_once(const std::shared_ptr<const Model>& model, const text::Tokenizer
                 int streams, std::mt19937_64& rng) {
   const int64_t context = o.n_prompt + o.n_gen + 1;
   Scheduler sched(model, tok, {.parallel = streams, .queue = streams, .context = context, .threads = o.threads,
-                               .prefill_chunk = o.n_prompt, .lm_head_prescore = true, .kv = o.kv});
+                               .prefill_chunk = o.n_prompt, .kv = o.kv});
   std::uniform_int_distribution<int32_t> id(0, std::min(tok.vocab_size(), model->config.rows()) - 1);
   std::vector<std::shared_ptr<Job>> jobs;
   for (int i = 0; i < streams; ++i) {

@@ -194,7 +194,6 @@ void Scheduler::decode_step() {
   std::vector<Session*> sessions;
   std::vector<int32_t> tokens;
   std::vector<float*> logits;
-  std::vector<Generation*> gens;
   std::vector<Slot*> batch;
   for (Slot& s : slots_) {
     if (!busy(s) || !s.decoding) continue;
@@ -211,7 +210,6 @@ void Scheduler::decode_step() {
     sessions.push_back(s.session.get());
     tokens.push_back(s.gen->chosen());
     logits.push_back(s.gen->logits());
-    gens.push_back(s.gen.get());
     batch.push_back(&s);
   }
   const auto t0 = std::chrono::steady_clock::now();
@@ -226,7 +224,7 @@ void Scheduler::decode_step() {
   }
   const auto t1 = std::chrono::steady_clock::now();
   const double dt = std::chrono::duration<double>(t1 - t0).count();
-  for (Generation* g : gens) g->advanced(dt / double(gens.size()));
+  for (Slot* s : batch) s->gen->advanced(dt / double(batch.size()));
   std::lock_guard lock(mutex_);
   if (sessions.empty()) {
     last_step_end_.reset();  // no stream waits for the next step

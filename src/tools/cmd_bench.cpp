@@ -67,7 +67,7 @@ void run_parallel(const BenchArgs& a) {
   auto model = open_model(a.model);
   const text::Tokenizer tok = text::Tokenizer::load(a.model + "/tokenizer.json");
   const serve::ParallelBenchOptions o{.streams = a.parallel, .n_prompt = a.o.n_prompt.front(), .n_gen = a.o.n_gen.front(),
-                                      .threads = a.o.threads.front(), .repetitions = a.o.repetitions, .seed = 1,
+                                      .threads = a.o.threads.front(), .repetitions = a.o.repetitions,
                                       .kv = a.o.kv};
   std::printf("| model | backend | threads | streams | pp%d+tg%d each | aggregate decode t/s (best) | mean | per stream | vs 1 stream |\n"
               "| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |\n", o.n_prompt, o.n_gen);

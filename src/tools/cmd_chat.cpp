@@ -39,7 +39,7 @@ struct TurnStats {
   int64_t fed = 0;  // tokens this turn ran before answering
   bool reprefilled = false;
   bool restored = false;  // no turn since /load: its state was restored, no token run
-  GenerationTimes times;
+  GenerationTimes times = {};
 };
 
 class Chat {
@@ -75,7 +75,7 @@ class Chat {
     }
     o.max_tokens = int(std::min<int64_t>(o.max_tokens, room));
     Generation gen(*session_, tok_, o);
-    last_ = {.fed = int64_t(tokens.size()), .reprefilled = last_.reprefilled, .restored = false, .times = {}};
+    last_ = {.fed = int64_t(tokens.size()), .reprefilled = last_.reprefilled};
     gen.prefill(tokens, true);
     fed_ = pieces;
     std::string answer;
@@ -137,7 +137,7 @@ class Chat {
     messages_ = std::move(saved.messages);
     fed_ = session_->position() > 0 ? std::move(fed) : std::vector<serve::PromptPiece>{};
     pending_ = saved.pending;
-    last_ = {.fed = 0, .reprefilled = false, .restored = true, .times = {}};
+    last_ = {.restored = true};
   }
 
  private:
