@@ -58,9 +58,20 @@ std::shared_ptr<const Model> load_model(const ModelConfig& c, std::shared_ptr<co
   // holds each matrix once (a tied head's rows come back one by one as the embedding reads them).
   const auto looked_up = [](const std::string& name) { return name == "embed" || name.ends_with("engram.tables"); };
   auto packed = std::make_shared<PackedWeights>();
-  const auto pack = [&](MatrixView& w) {
+  const auto keep_rows = [&](MatrixView& w) {
+    const MatrixView stored = w;
+    packed->keep_rows(w);
+    if (w.data != stored.data) source->release(stored);
+  };
+  // A matrix no integer path packs (nenya's f32 routers, bf16 rows too short for a group) is
+  // still read whole every token: its rows are copied into huge pages too. From the file's
+  // 4 KiB pages nenya's routers read at about half the rate of the packed rows beside them
+  // (a TLB miss every 4 KiB, a nested page walk under a hypervisor); copied, nenya at 2
+  // threads gained 2-3% (alternating, three rounds).
+  const auto place = [&](MatrixView& w) {
     packed->pack(w);
     if (w.packed) source->release(w);
+    else keep_rows(w);
   };
   // A ReLU^2 FFN's down projection is read only by its fired rows (kernels::add_rows, in
   // decode and prefill): it keeps its stored layout, copied into huge pages, where scattered
@@ -68,17 +79,12 @@ std::shared_ptr<const Model> load_model(const ModelConfig& c, std::shared_ptr<co
   const auto by_rows = [&](int layer, const std::string& name) {
     return c.ffn(layer).activation == Activation::relu2 && name.ends_with("w_down");
   };
-  const auto keep_rows = [&](MatrixView& w) {
-    const MatrixView stored = w;
-    packed->keep_rows(w);
-    if (w.data != stored.data) source->release(stored);
-  };
   for (auto& [name, w] : top.matrices)  // "lm_head" is the embedding's view when tied
-    if (!looked_up(name)) pack(*w);
+    if (!looked_up(name)) place(*w);
   for (int i = 0; i < c.n_layers(); ++i)
     for (auto& [name, w] : per_layer[size_t(i)].matrices)
       if (by_rows(i, name)) keep_rows(*w);
-      else if (!looked_up(name)) pack(*w);
+      else if (!looked_up(name)) place(*w);
   const auto transpose = [&](MhcWeights& b) {
     if (present(b.phi) && (b.phi.type == kernels::DType::f32 || b.phi.type == kernels::DType::bf16))
       b.phi_t = packed->transposed(b.phi);
