@@ -693,6 +693,30 @@ TEST(KernelsTopK, MatchesStableSortReference) {
   });
 }
 
+// rows_at_least against the plain loop: thresholds below, inside and above the values, NaN
+// values and a NaN threshold, caps that stop the scan early and caps that never do.
+TEST(KernelsRowsAtLeast, MatchesThePlainScan) {
+  std::mt19937 rng(23);
+  for_each_target([&] {
+    for (int64_t n : {0, 1, 15, 16, 17, 100, 4099}) {
+      std::normal_distribution<float> normal;
+      std::vector<float> x(static_cast<size_t>(n));
+      for (auto& v : x) v = normal(rng);
+      if (n > 0) x[0] = 1.5f;  // values equal to a threshold are kept
+      if (n > 20) x[5] = NAN, x[size_t(n - 2)] = INFINITY, x[size_t(n - 5)] = 3.0f, x[17] = 1.5f;
+      for (float t : {-10.0f, -0.5f, 1.5f, 3.0f, 100.0f, NAN}) {
+        for (int64_t cap : {int64_t(0), int64_t(3), n / 4, n}) {
+          std::vector<int32_t> got(static_cast<size_t>(cap + 1), -1), want(static_cast<size_t>(cap + 1), -1);
+          const int64_t g = rows_at_least(x.data(), n, t, cap, got.data());
+          const int64_t w = ref::rows_at_least(x.data(), n, t, cap, want.data());
+          ASSERT_EQ(g, w) << "n " << n << " t " << t << " cap " << cap;
+          ASSERT_EQ(got, want) << "n " << n << " t " << t << " cap " << cap;
+        }
+      }
+    }
+  });
+}
+
 // top_k_in_order is top_k's set in index order: against the stable sort reference, sorted by
 // index, on scores with many duplicates, NaN, both zeros and infinities, for k from 0 to n.
 TEST(KernelsTopK, InOrderIsTheTopKSetByIndex) {

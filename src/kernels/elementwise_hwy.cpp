@@ -182,6 +182,23 @@ void Rope(float* x, int n_heads, int head_dim, int rotary_dim, const float* inv_
   }
 }
 
+// Blocks of N values none of which reaches t are skipped with one compare; the rest are kept
+// one by one, in order, up to cap + 1 of them.
+int64_t RowsAtLeast(const float* x, int64_t n, float t, int64_t cap, int32_t* idx) {
+  const DF d;
+  const int64_t N = int64_t(hn::Lanes(d));
+  const auto vt = hn::Set(d, t);
+  int64_t found = 0, i = 0;
+  for (; i + N <= n && found <= cap; i += N) {
+    if (hn::AllFalse(d, hn::Ge(hn::LoadU(d, x + i), vt))) continue;
+    for (int64_t j = i; j < i + N && found <= cap; ++j)
+      if (x[j] >= t) idx[found++] = int32_t(j);
+  }
+  for (; i < n && found <= cap; ++i)
+    if (x[i] >= t) idx[found++] = int32_t(i);
+  return found;
+}
+
 // A heap of the k best indices seen so far, worst on top. A block of N values is skipped
 // when none is strictly greater than the worst kept value: a later equal value ranks below
 // it (higher index), and NaN ranks below every number.
@@ -235,6 +252,7 @@ HWY_EXPORT(Relu2);
 HWY_EXPORT(MaxRows);
 HWY_EXPORT(Rope);
 HWY_EXPORT(TopK);
+HWY_EXPORT(RowsAtLeast);
 
 void rmsnorm(const float* x, const float* gain, int64_t n, float eps, bool unit_offset,
              float* out) {
@@ -290,6 +308,10 @@ void rope(float* x, int n_heads, int head_dim, int rotary_dim, const float* inv_
   thread_local std::vector<float> cs;  // cos and sin of this position, grown once
   if (cs.size() < size_t(rotary_dim)) cs.resize(size_t(rotary_dim));
   HWY_DYNAMIC_DISPATCH(Rope)(x, n_heads, head_dim, rotary_dim, inv_freq, pos, cs.data());
+}
+
+int64_t rows_at_least(const float* x, int64_t n, float t, int64_t cap, int32_t* idx) {
+  return HWY_DYNAMIC_DISPATCH(RowsAtLeast)(x, n, t, cap, idx);
 }
 
 void top_k(const float* x, int64_t n, int k, int32_t* idx) {

@@ -233,4 +233,11 @@ void top_k(const float* x, int64_t n, int k, int32_t* idx) {
   std::copy(order.begin(), order.begin() + k, idx);
 }
 
+int64_t rows_at_least(const float* x, int64_t n, float t, int64_t cap, int32_t* idx) {
+  int64_t found = 0;
+  for (int64_t i = 0; i < n && found <= cap; ++i)
+    if (x[i] >= t) idx[found++] = int32_t(i);
+  return found;
+}
+
 }  // namespace wren::kernels::ref

@@ -47,5 +47,6 @@ void relu2(const float* x, int64_t n, float* out);
 void rope(float* x, int n_heads, int head_dim, int rotary_dim, const float* inv_freq,
           int64_t pos);
 void top_k(const float* x, int64_t n, int k, int32_t* idx);  // a full stable sort
+int64_t rows_at_least(const float* x, int64_t n, float t, int64_t cap, int32_t* idx);
 
 }  // namespace wren::kernels::ref

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <functional>
+#include <atomic>
 
 #include "kernels/ops.h"
 #include "model/region.h"
@@ -129,37 +129,34 @@ LmHeadRead lm_head_logits(const MatrixView& head, const LmHeadPrescore* pre, con
     read.rescored = rows, read.bytes = double(head.bytes());
     return read;
   }
-  // Pre-score and bounds.
+  // Pre-score and bounds in one region: as each piece's rows get p_r, the same item turns them
+  // into their bounds, lower_r = p_r - b_r (s.lower) and upper_r = p_r + b_r (s.prescore, in
+  // place), and sets their logits to -inf; the caller alone then only selects. A NaN bound
+  // (a NaN in x or in the head) sends the token to the exact head, whose logits carry the NaN.
   const MatrixView& q4 = pre->scored;
-  head_rows(q4, x, s.prescore.data(), pool);
   const float x_norm = float(norm2(x, head.cols) * 1.0001);
   const LmHeadBound terms = lm_head_bound(head);
-  const auto bound = [&](int64_t r) { return terms.of(*pre, r, x_norm); };
-  // L, the keep-th largest lower bound p_r - b_r, in one pass: the best `keep` so far in a
-  // min-heap (in s.lower), so a row below its least costs one compare. A NaN bound (a NaN in x
-  // or in the head) sends the token to the exact head, whose logits then carry the NaN.
-  float* best = s.lower.data();
-  int64_t held = 0;
-  bool nan = false;
-  const auto less_first = std::greater<float>();
-  for (int64_t r = 0; r < rows && !nan; ++r) {
-    const float lower = s.prescore[size_t(r)] - bound(r);
-    if (lower != lower) {
-      nan = true;
-    } else if (held < keep) {
-      best[held++] = lower, std::push_heap(best, best + held, less_first);
-    } else if (lower > best[0]) {
-      std::pop_heap(best, best + held, less_first);
-      best[held - 1] = lower;
-      std::push_heap(best, best + held, less_first);
+  float *upper = s.prescore.data(), *lower = s.lower.data();
+  std::atomic<bool> nan{false};
+  auto bounds = [&](int64_t, int64_t r0, int64_t r1) {
+    bool seen = false;
+    for (int64_t r = r0; r < r1; ++r) {
+      const float p = upper[r], b = terms.of(*pre, r, x_norm);
+      lower[r] = p - b, upper[r] = p + b, logits[r] = -INFINITY;
+      seen |= lower[r] != lower[r];
     }
+    if (seen) nan.store(true, std::memory_order_relaxed);
+  };
+  const Product prescore{q4, x, upper};
+  run_products(std::span(&prescore, 1), pool, rows_done(bounds));
+  // L, the keep-th largest lower bound; candidates: every row whose upper bound reaches it.
+  float bar = NAN;
+  if (!nan.load(std::memory_order_relaxed)) {
+    kernels::top_k(lower, rows, keep, s.candidates.data());  // best first
+    bar = lower[s.candidates[size_t(keep - 1)]];
   }
-  const float bar = held == keep && !nan ? best[0] : NAN;
-  // Candidates: every row whose upper bound reaches the keep-th best lower bound.
-  int64_t n = 0;
   const int64_t cap = int64_t(s.rescored.size());
-  for (int64_t r = 0; r < rows && n <= cap; ++r)
-    if (s.prescore[size_t(r)] + bound(r) >= bar) s.candidates[size_t(n++)] = int32_t(r);
+  const int64_t n = kernels::rows_at_least(upper, rows, bar, cap, s.candidates.data());
   read.bytes = double(q4.bytes());
   if (n > cap || n == 0) {  // no saving left (or a NaN bound): the exact head
     head_rows(head, x, logits, pool);
@@ -181,7 +178,6 @@ LmHeadRead lm_head_logits(const MatrixView& head, const LmHeadPrescore* pre, con
   sub.data = s.gathered.data(), sub.scales = groups ? s.gathered_scales.data() : nullptr, sub.rows = n;
   sub.packed = head.packed ? s.gathered_packed.data() : nullptr, sub.packed_first = 0, sub.packed_rows = 0;
   head_rows(sub, x, s.rescored.data(), pool);
-  std::fill(logits, logits + rows, -INFINITY);
   for (int64_t k = 0; k < n; ++k) logits[s.candidates[size_t(k)]] = s.rescored[size_t(k)];
   read.prescored = true, read.rescored = n;
   read.bytes += double(n) * double(row_bytes + groups * sizeof(kernels::F16));

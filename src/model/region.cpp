@@ -28,7 +28,7 @@ int64_t item_rows(const MatrixView& w, int64_t bytes) {
   return std::max(kItemRowAlign, rows / kItemRowAlign * kItemRowAlign);
 }
 
-void run_products(std::span<const Product> products, kernels::ThreadPool* pool) {
+void run_products(std::span<const Product> products, kernels::ThreadPool* pool, RowsDone after) {
   const int64_t n = int64_t(products.size());
   // first[i]: the first piece of product i, the pieces of all products numbered in order;
   // step[i]: its rows per piece. The caller's buffers, grown once.
@@ -76,6 +76,7 @@ void run_products(std::span<const Product> products, kernels::ThreadPool* pool) 
   kernels::run_ranges(pool, first[n], kItemPieces, [&](int64_t begin, int64_t end) {
     piece_rows(first, step, rows, n, begin, end, [&](int64_t i, int64_t r0, int64_t r1) {
       product_rows(products[size_t(i)], xq_of[i] >= 0 ? xq + xq_of[i] : nullptr, r0, r1);
+      after(i, r0, r1);
     });
   });
 }

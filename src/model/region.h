@@ -55,9 +55,22 @@ void piece_rows(const int64_t* first, const int64_t* step, const int64_t* rows, 
   }
 }
 
+// Work on rows a region has just computed, in the same item: rows_done(i, r0, r1) after rows
+// [r0, r1) of product i are written, on the thread that wrote them. A plain function and its
+// context, so a token's region allocates nothing.
+struct RowsDone {
+  void (*fn)(void* ctx, int64_t product, int64_t r0, int64_t r1) = nullptr;
+  void* ctx = nullptr;
+  void operator()(int64_t product, int64_t r0, int64_t r1) const { if (fn) fn(ctx, product, r0, r1); }
+};
+template <class F>  // F(product, r0, r1), kept alive by the caller for the region
+RowsDone rows_done(F& f) {
+  return {[](void* ctx, int64_t i, int64_t r0, int64_t r1) { (*static_cast<F*>(ctx))(i, r0, r1); }, &f};
+}
+
 // Every product of the list, in one region of `pool` (on the caller when null). Products
 // without rows are skipped.
-void run_products(std::span<const Product> products, kernels::ThreadPool* pool);
+void run_products(std::span<const Product> products, kernels::ThreadPool* pool, RowsDone after = {});
 
 // One product of a batched region: Y = X W^T for the n rows of a batch (prefill's chunk, or
 // one token of each of several sessions): y[t * ldy + r] = W[r,:] . x[t * ldx :], or with
