@@ -242,6 +242,46 @@ TEST(Region, ProductsEqualWholeMatrixKernels) {
   }
 }
 
+// The epilogue of run_products (RowsDone) sees every row of every present product exactly
+// once, with its index in the list, after the row holds its final value: y starts as NaN,
+// and each row the epilogue is given must already equal the whole-matrix kernel's.
+TEST(Region, EpilogueSeesEachRowOnceAfterItIsWritten) {
+  std::mt19937 rng(6);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  ThreadPool pool(3);
+  const int64_t shapes[][2] = {{1000, 64}, {3, 96}, {5000, 160}};
+  std::vector<kernels::Matrix> mats;
+  std::vector<std::vector<float>> xs, ys, want;
+  std::vector<Product> products;
+  for (auto [rows, cols] : shapes) {
+    std::vector<float> w(static_cast<size_t>(rows * cols)), x(static_cast<size_t>(cols));
+    for (float& v : w) v = normal(rng);
+    for (float& v : x) v = normal(rng);
+    mats.push_back(kernels::encode_matrix(w.data(), rows, cols, kernels::DType::q8));
+    xs.push_back(x), ys.emplace_back(size_t(rows), NAN), want.emplace_back(size_t(rows));
+    kernels::matvec(mats.back().view(), xs.back().data(), want.back().data());
+  }
+  for (size_t i = 0; i < mats.size(); ++i) products.push_back({mats[i].view(), xs[i].data(), ys[i].data()});
+  products.insert(products.begin() + 1, Product{});  // list index 1: absent, never seen
+  const std::array<size_t, 4> of_list = {0, size_t(-1), 1, 2};  // list index -> mats index
+  std::vector<std::vector<std::atomic<int>>> seen;
+  for (const auto& y : ys) seen.emplace_back(y.size());
+  std::atomic<int> early{0}, absent{0};
+  auto check = [&](int64_t i, int64_t r0, int64_t r1) {
+    if (of_list[size_t(i)] == size_t(-1)) return void(absent.fetch_add(1));
+    const size_t m = of_list[size_t(i)];
+    for (int64_t r = r0; r < r1; ++r) {
+      seen[m][size_t(r)].fetch_add(1);
+      if (!(ys[m][size_t(r)] == want[m][size_t(r)])) early.fetch_add(1);
+    }
+  };
+  run_products(products, &pool, rows_done(check));
+  EXPECT_EQ(early.load(), 0) << "rows handed to the epilogue before their value";
+  EXPECT_EQ(absent.load(), 0);
+  for (size_t m = 0; m < seen.size(); ++m)
+    for (size_t r = 0; r < seen[m].size(); ++r) ASSERT_EQ(seen[m][r].load(), 1) << "matrix " << m << " row " << r;
+}
+
 // A run of pieces maps to one row range per output it touches; an output without rows has
 // no pieces and is passed over. Outputs: 20 rows in pieces of 16, none, 10 rows in pieces of 4.
 TEST(Region, PieceRunsAreRowRangesOfEachOutput) {
