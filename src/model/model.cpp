@@ -66,13 +66,23 @@ std::shared_ptr<const Model> load_model(const ModelConfig& c, std::shared_ptr<co
   // A matrix no integer path packs (nenya's f32 routers, bf16 rows too short for a group) is
   // still read whole every token: its rows are copied into huge pages too. From the file's
   // 4 KiB pages nenya's routers read at about half the rate of the packed rows beside them
-  // (a TLB miss every 4 KiB, a nested page walk under a hypervisor); copied, nenya at 2
-  // threads gained 2-3% (alternating, three rounds).
+  // (a TLB miss every 4 KiB, a nested page walk under a hypervisor); copied, nenya gained
+  // 2-4% (docs/engine.md, "Unpacked matrices into huge pages").
   const auto place = [&](MatrixView& w) {
     packed->pack(w);
     if (w.packed) source->release(w);
     else keep_rows(w);
   };
+  // mHC's f32 / bf16 phi is read only through its transposed copy (mhc.cpp project): the copy
+  // goes into the arena and phi keeps its shape alone (no values to place or to hold).
+  const auto transpose = [&](MhcWeights& b) {
+    if (!present(b.phi) || (b.phi.type != kernels::DType::f32 && b.phi.type != kernels::DType::bf16)) return;
+    b.phi_t = packed->transposed(b.phi);
+    source->release(b.phi);
+    b.phi.data = nullptr;
+  };
+  for (LayerWeights& l : m.layers) transpose(l.attn_mhc), transpose(l.ffn_mhc);
+  transpose(m.final_mhc);
   // A ReLU^2 FFN's down projection is read only by its fired rows (kernels::add_rows, in
   // decode and prefill): it keeps its stored layout, copied into huge pages, where scattered
   // rows of 2 KB do not each cost a TLB miss as the file's 4 KiB pages do.
@@ -85,12 +95,6 @@ std::shared_ptr<const Model> load_model(const ModelConfig& c, std::shared_ptr<co
     for (auto& [name, w] : per_layer[size_t(i)].matrices)
       if (by_rows(i, name)) keep_rows(*w);
       else if (!looked_up(name)) place(*w);
-  const auto transpose = [&](MhcWeights& b) {
-    if (present(b.phi) && (b.phi.type == kernels::DType::f32 || b.phi.type == kernels::DType::bf16))
-      b.phi_t = packed->transposed(b.phi);
-  };
-  for (LayerWeights& l : m.layers) transpose(l.attn_mhc), transpose(l.ffn_mhc);
-  transpose(m.final_mhc);
   m.packed = std::move(packed);
   m.engram = residual_engram_hasher(c);
   for (int i = 0; i < c.n_layers(); ++i) {
