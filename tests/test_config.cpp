@@ -91,6 +91,24 @@ TEST(Config, HeadsMustDivide) {
   EXPECT_ERROR_HAS(j, "n_kv_heads", "not divisible");
 }
 
+// Attention's values are head_dim wide, one per key head (the weight map's wv and wo): a value
+// width or count of their own was accepted and then overran the attention output (found by
+// fuzz_model_dir: v_head_dim 5 with head_dim 8 wrote past the block's output rows).
+TEST(Config, ValueWidthAndHeadsOnlyWhereTheWeightsHaveThem) {
+  for (const char* kind : {"attention", "relu2_attention"}) {
+    Json j = small_config();
+    j["mixers"]["a"]["kind"] = kind;
+    j["mixers"]["a"]["v_head_dim"] = 5;
+    EXPECT_ERROR_HAS(j, "mixers.a.v_head_dim", kind, "remove it");
+    j["mixers"]["a"].erase("v_head_dim");
+    j["mixers"]["a"]["n_v_heads"] = 4;
+    EXPECT_ERROR_HAS(j, "mixers.a.n_v_heads", kind, "remove it");
+  }
+  Json gdn = small_config();
+  gdn["mixers"]["a"] = Json::parse(R"({"kind": "gdn2", "n_heads": 2, "n_v_heads": 4, "head_dim": 8, "v_head_dim": 12})");
+  EXPECT_EQ(error_of(gdn), "");
+}
+
 TEST(Config, UnknownMixerName) {
   Json j = small_config();
   j["layers"][0]["mixer"] = "b";

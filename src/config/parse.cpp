@@ -272,7 +272,14 @@ void validate_model_config(const ModelConfig& c, const std::string& origin) {
     }
     if (m.kind == MixerKind::mamba2 && m.n_heads % m.ssm_groups())
       fail(w + ".n_kv_heads", "Mamba-2's " + num(m.n_heads) + " heads do not divide into " + num(m.ssm_groups()) + " B/C groups");
-    if ((m.kind == MixerKind::gdn || m.kind == MixerKind::gdn2) && m.value_heads() % m.n_heads)
+    // Value heads of their own width or count exist only where the weights have them (weight
+    // map): attention's values are head_dim wide, one per key head.
+    const bool gated_deltanet = m.kind == MixerKind::gdn || m.kind == MixerKind::gdn2;
+    if (m.v_head_dim && !gated_deltanet && m.kind != MixerKind::mla)
+      fail(w + ".v_head_dim", std::string(to_string(m.kind)) + " has no value width of its own (only mla, gdn and gdn2); remove it");
+    if (m.n_v_heads && !gated_deltanet)
+      fail(w + ".n_v_heads", std::string(to_string(m.kind)) + " has no value heads of its own (only gdn and gdn2); remove it");
+    if (gated_deltanet && m.value_heads() % m.n_heads)
       fail(w + ".n_v_heads", "n_v_heads " + num(m.value_heads()) + " is not divisible by n_heads " + num(m.n_heads));
     if (m.window && m.kind != MixerKind::attention)
       fail(w + ".window", "only softmax attention takes a sliding window");

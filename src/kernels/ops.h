@@ -275,7 +275,7 @@ inline int32_t argmax(const float* x, int64_t n) {
 }
 // The indices i < n with x[i] >= t, in increasing order, into idx, stopping once there are
 // cap + 1 of them (the caller's "too many"); returns how many were written. NaN is never >= t,
-// and no x is >= a NaN t. idx: [cap + 1]. The LM head's candidates (model/lm_head.cpp).
+// and no x is >= a NaN t. idx: room for min(n, cap + 1). The LM head's candidates (lm_head.cpp).
 int64_t rows_at_least(const float* x, int64_t n, float t, int64_t cap, int32_t* idx);
 // The same k indices in increasing order (sparse attention's selection), without ranking them:
 // idx[0, k) on return; idx: [n], the rest used as scratch. Allocates nothing.
