@@ -100,7 +100,7 @@ std::shared_ptr<const LmHeadPrescore> make_lm_head_prescore(const MatrixView& he
 
 void LmHeadScratch::reserve(const MatrixView& head) {
   const size_t rows = size_t(head.rows), cap = rows / 4 + 1;
-  prescore.resize(rows), lower.resize(rows), candidates.resize(rows);
+  upper.resize(rows), lower.resize(rows), candidates.resize(rows);
   gathered.resize(cap * size_t(head.row_bytes()));
   if (head.packed) gathered_packed.resize(cap * size_t(head.row_bytes()));
   gathered_scales.resize(cap * size_t(head.groups()));
@@ -124,19 +124,19 @@ LmHeadRead lm_head_logits(const MatrixView& head, const LmHeadPrescore* pre, con
   const int64_t rows = head.rows;
   LmHeadRead read;
   const int keep = int(std::clamp<int64_t>(mode.keep, 1, rows));
-  if (!mode.prescore || !pre || size_t(rows) > s.prescore.size()) {
+  if (!mode.prescore || !pre || size_t(rows) > s.upper.size()) {
     head_rows(head, x, logits, pool);
     read.rescored = rows, read.bytes = double(head.bytes());
     return read;
   }
   // Pre-score and bounds in one region: as each piece's rows get p_r, the same item turns them
-  // into their bounds, lower_r = p_r - b_r (s.lower) and upper_r = p_r + b_r (s.prescore, in
+  // into their bounds, lower_r = p_r - b_r (s.lower) and upper_r = p_r + b_r (s.upper, in
   // place), and sets their logits to -inf; the caller alone then only selects. A NaN bound
   // (a NaN in x or in the head) sends the token to the exact head, whose logits carry the NaN.
   const MatrixView& q4 = pre->scored;
   const float x_norm = float(norm2(x, head.cols) * 1.0001);
   const LmHeadBound terms = lm_head_bound(head);
-  float *upper = s.prescore.data(), *lower = s.lower.data();
+  float *upper = s.upper.data(), *lower = s.lower.data();
   std::atomic<bool> nan{false};
   auto bounds = [&](int64_t, int64_t r0, int64_t r1) {
     bool seen = false;

@@ -79,7 +79,7 @@ struct LmHeadRead {
 
 // Buffers sized once for a head (no allocation per token).
 struct LmHeadScratch {
-  std::vector<float> prescore, lower;
+  std::vector<float> upper, lower;     // per row: p_r, then p_r + b_r in place; p_r - b_r
   std::vector<int32_t> candidates;
   std::vector<uint8_t> gathered;        // candidate rows' values, in the head's storage type
   std::vector<uint8_t> gathered_packed; // and in decode order, when the head has that copy
