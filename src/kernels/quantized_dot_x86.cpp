@@ -27,19 +27,33 @@
 
 namespace wren::kernels::quantized {
 
-// Whether decode rows prefetch into L2 only (packed_tile's kToL2): on Intel cores, not on
-// AMD's. On an Emerald Rapids Xeon (zmm path, tg32, 12 alternating rounds over one shared
-// afternoon) the Llama-3.2-1B shape q4 with its lines sent to L2 rather than L1 was faster in 9
-// of 12 rounds at 1 thread and 9 of 12 at 2, medians 19.0 -> 20.0 and 35.5 -> 38.2 tokens/s;
-// OLMoE's q4 in both of 2 rounds (19.6-20.5 / 36.7-38.4 -> 20.9-21.2 / 38.2-39.7). q8 rows
-// were no faster there (the Llama shape within the rounds' noise); on a Xeon with AMX (family 6
-// model 167, zmm path, BM_DecodeStreamVsRead, 1 / 2 threads, 2 alternating passes) the Llama
-// FFN's q8 rows read 0.94-0.95 of a plain read of their bytes into L1 and 0.97-0.98 into L2,
-// and nenya's 960-column rows 0.84-0.85 into L1, 0.88 into L2, 0.92-0.93 into L2 in tiles of
-// four (types.h packed_tile_rows), so q8 rows go to L2 on Intel too. AMD's Zen 4 documents
-// prefetcht1 as an L2 fill but has been measured to drop some of them (Wang et al. 2024, arXiv
-// 2411.02814), and the Zen 5 tuning of these distances used L1, so AMD keeps it.
-bool prefetch_to_l2();
+// Where decode rows ask for their bytes ahead (packed_tile), chosen per core from CPUID:
+// into L2 only (prefetcht1) or into L1 (prefetcht0), and how far ahead along a tile's run.
+// - Intel: L2, 3456 bytes. On an Emerald Rapids Xeon (zmm path, tg32, 12 alternating rounds
+//   over one shared afternoon) the Llama-3.2-1B shape q4 with its lines sent to L2 rather than
+//   L1 was faster in 9 of 12 rounds at 1 thread and 9 of 12 at 2, medians 19.0 -> 20.0 and
+//   35.5 -> 38.2 tokens/s; OLMoE's q4 in both of 2 rounds (19.6-20.5 / 36.7-38.4 -> 20.9-21.2 /
+//   38.2-39.7). On a Xeon with AMX (family 6 model 167, zmm path, BM_DecodeStreamVsRead, 1 / 2
+//   threads, 2 alternating passes) the Llama FFN's q8 rows read 0.94-0.95 of a plain read of
+//   their bytes into L1 and 0.97-0.98 into L2, and nenya's 960-column rows 0.84-0.85 into L1,
+//   0.88 into L2, 0.92-0.93 into L2 in tiles of four (types.h packed_tile_rows).
+// - AMD Zen 5 (family 26): L1, 6144 bytes (the distance's sweep: packed_tile).
+// - AMD Zen 4 and earlier (family 25 and below): L2, 1024 bytes. A 2-vCPU EPYC Zen 4 (family
+//   25 model 17) under KVM, zmm path, BM_DecodeStream at 1 thread (GB/s, two passes each): the
+//   Llama FFN's q8 rows 15.5-15.7 into L1 against 22.9-23.5 into L2, its q4 tiles 19.9-21.2
+//   against 22.2-22.6, nenya's 960 columns q4 20.8-21.3 against 23.3-24.0. Along a tile's run
+//   into L2 (three passes each): 512-1280 bytes ahead the q4 FFN 24.3-27.5, 2048 bytes
+//   21.9-23.4, 3456-8192 21.1-24.0; nenya's 960-column q8 tiles 24-26 at 512-2048 bytes and
+//   16-20 at 3072-8192. The models, `wren bench -p 0 -n 32 -r 3 -t 1`, three alternating rounds,
+//   L1 6144 -> L2 1024 bytes: the Llama-3.2-1B shape q8 12.0-12.5 -> 17.2-18.4 tokens/s, q4
+//   27.4-32.7 -> 36.7-39.3, nenya q8 23.6-24.7 -> 31.5-34.6. (Zen 4 documents prefetcht1 as an
+//   L2 fill and has been measured to drop some of them, Wang et al. 2024, arXiv 2411.02814;
+//   here the L2 fills win by a third.) Zen 3 has not been measured; it takes Zen 4's.
+struct DecodePrefetch {
+  bool to_l2 = true;
+  int64_t tile_bytes = 3456;  // ahead along a tile's run
+};
+const DecodePrefetch& decode_prefetch();
 
 WREN_TARGET_PUSH("avx2,fma,f16c")
 namespace avx2 {
@@ -136,14 +150,17 @@ namespace {
 // the zmm and mask, registers). Read directly: clang's __builtin_cpu_supports knows neither
 // "f16c" nor "avxvnni".
 struct Features {
-  bool avx2 = false, avx512vnni = false, avxvnni = false, avx512vbmi2 = false, intel = false;
+  bool avx2 = false, avx512vnni = false, avxvnni = false, avx512vbmi2 = false;
+  int amd_family = 0;  // the display family of an AMD core (25: Zen 3 and 4, 26: Zen 5), else 0
 };
 Features read_features() {
   Features f;
   unsigned a, b, c, d;
   if (!__get_cpuid(0, &a, &b, &c, &d)) return f;
-  f.intel = b == 0x756e6547 && d == 0x49656e69 && c == 0x6c65746e;  // "GenuineIntel"
+  const bool amd = b == 0x68747541 && d == 0x69746e65 && c == 0x444d4163;  // "AuthenticAMD"
   if (!__get_cpuid_count(1, 0, &a, &b, &c, &d)) return f;
+  const unsigned base_family = a >> 8 & 0xf;
+  if (amd) f.amd_family = int(base_family == 0xf ? base_family + (a >> 20 & 0xff) : base_family);
   const bool fma = c >> 12 & 1, osxsave = c >> 27 & 1, avx = c >> 28 & 1, f16c = c >> 29 & 1;
   if (!osxsave || !avx) return f;
   unsigned xcr0, xcr0_hi;
@@ -169,7 +186,12 @@ bool has_avxvnni() { return features().avxvnni; }
 bool has_full_speed_zmm() { return features().avx512vbmi2; }
 }  // namespace
 
-bool prefetch_to_l2() { return features().intel; }
+const DecodePrefetch& decode_prefetch() {
+  static const DecodePrefetch p = features().amd_family >= 26 ? DecodePrefetch{false, 6144}
+                                  : features().amd_family > 0 ? DecodePrefetch{true, 1024}
+                                                              : DecodePrefetch{};
+  return p;
+}
 
 namespace {
 

@@ -514,16 +514,17 @@ template <int R, int C, bool kQ4>
 // tokens/s, nenya q8 36.9-38.9 / 66.3-71.2 -> 41.3-42.8 / 72.4-76.5; the Llama shape q8 the
 // same (23.5-23.6 / 44.0-44.1 against 23.0-23.8 / 43.6-45.8).
 // kToL2: the lines go to L2 only (prefetcht1), not L1; packed_rows takes it where
-// prefetch_to_l2() says so.
+// decode_prefetch() says so (quantized_dot_x86.cpp: per core).
 // Rows in a tile of four (ops.h pack_for_dot: q4, and q8 of more than one block and a tail)
-// are one run read front to back, so the distance is along that run (kTilePrefetchBytes).
+// are one run read front to back, so the distance is along that run (decode_prefetch's
+// tile_bytes, per core).
 // Emerald Rapids, zmm path: BM_DecodeStream q4 llama-ffn at 1 thread, 5 alternating passes,
 // four rows one after another 14.6-15.0 GB/s, the tile's run 14.7-15.4 (4 KB ahead into L2)
 // and 15.2-15.4 (3 KB ahead into L1); the Llama-3.2-1B shape q4 tg32, 3 alternating rounds,
 // medians 20.8-21.1 -> 21.3-21.6 tokens/s at 1 thread. Along the run, 3 alternating rounds at 1 / 2 threads: into L2 4, 6, 8 or 12 KB
 // ahead the same (20.9-21.7 / 39.9-41.6 medians), into L1 3 KB the same and 4 KB 6% slower
 // (19.6-19.9 / 37.0-38.2); a prefetch for every other line or fewer, 15-20% slower. Into L1
-// (AMD's choice, prefetch_to_l2) it goes 6 KB ahead: a Zen 5 core streams twice the
+// (Zen 5's choice, decode_prefetch) it goes 6 KB ahead: a Zen 5 core streams twice the
 // Emerald Rapids' bytes, so twice the bytes must be on their way. Zen 5 (family 26, zmm
 // path), the Llama-3.2-1B shape q4 tg32, builds alternating, best of 3 repetitions per run:
 // 3 -> 6 KB, 1 thread 27.5-30.6 -> 31.3-34.6 tokens/s (faster in 7 of 7 rounds, +8 to +17%),
@@ -550,7 +551,6 @@ template <int R, int C, bool kQ4>
 // 1.08-1.14 / 1.08-1.11, q8 1.02-1.03 / 0.98-1.04. Two tiles ahead was no better.
 template <bool kQ4>
 constexpr int64_t kPrefetchBytes = kQ4 ? 3072 : 2048;
-constexpr int64_t kTilePrefetchBytes(bool to_l2) { return to_l2 ? 3456 : 6144; }
 template <int R, int C, bool kQ4, int kTile, bool kToL2 = false>
 void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, float* y, int64_t ldy) {
   constexpr DType kType = kQ4 ? DType::q4 : DType::q8;
@@ -578,7 +578,7 @@ void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, 
   // Rows one after another: past this tile's R rows; a tile's run (its rows' blocks
   // interleaved, one stream): along the run.
   const bool one_run = stride != kBlockBytes;
-  const int64_t ahead = one_run ? kTilePrefetchBytes(kToL2) : R * row_bytes + kPrefetchBytes<kQ4>;
+  const int64_t ahead = one_run ? decode_prefetch().tile_bytes : R * row_bytes + kPrefetchBytes<kQ4>;
   const int64_t next_tile_scales = R * w.groups();  // in f16 scales, from row j's to row j + R's
   constexpr auto kHint = kToL2 ? _MM_HINT_T1 : _MM_HINT_T0;
   for (int64_t b = 0; b < blocks; ++b) {
@@ -710,7 +710,7 @@ void packed_rows_to(const MatrixView& w, const QuantizedActivation& xq, int64_t 
 }
 template <bool kQ4>
 void packed_rows(const MatrixView& w, const QuantizedActivation& xq, int64_t r0, int64_t r1, float* out) {
-  if (prefetch_to_l2()) return packed_rows_to<kQ4, true>(w, xq, r0, r1, out);
+  if (decode_prefetch().to_l2) return packed_rows_to<kQ4, true>(w, xq, r0, r1, out);
   packed_rows_to<kQ4, false>(w, xq, r0, r1, out);
 }
 

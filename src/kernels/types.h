@@ -93,7 +93,7 @@ struct MatrixView {
 // The rows of a tile of a packed copy (ops.h pack_for_dot): q4 rows' blocks are interleaved
 // four rows at a time, and so are q8 rows of more than one block and a tail (nenya's d =
 // 960); other q8 rows lie one after another. On a Xeon with AMX (family 6 model 167, zmm
-// path, lines into L2: prefetch_to_l2), BM_DecodeStreamVsRead, 1 / 2 threads: nenya's
+// path, lines into L2: decode_prefetch), BM_DecodeStreamVsRead, 1 / 2 threads: nenya's
 // 960-column q8 rows read 0.84-0.85 of a plain read of their bytes one after another and
 // 0.92-0.93 in tiles of four; q8 rows of whole blocks (eight to a zmm tile, which then reads
 // two runs) 0.97-0.98 one after another against 0.85, and rows of one block and a tail
