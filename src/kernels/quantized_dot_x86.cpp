@@ -48,10 +48,15 @@ namespace wren::kernels::quantized {
 //   L1 6144 -> L2 1024 bytes: the Llama-3.2-1B shape q8 12.0-12.5 -> 17.2-18.4 tokens/s, q4
 //   27.4-32.7 -> 36.7-39.3, nenya q8 23.6-24.7 -> 31.5-34.6. (Zen 4 documents prefetcht1 as an
 //   L2 fill and has been measured to drop some of them, Wang et al. 2024, arXiv 2411.02814;
-//   here the L2 fills win by a third.) Zen 3 has not been measured; it takes Zen 4's.
+//   here the L2 fills win by a third.) q8 rows one after another ask 4 KB past their tile,
+//   not 2: BM_DecodeStreamVsRead's nenya experts (384 columns), 1 thread, two passes each,
+//   0.68-0.71 of a plain read at 2 KB, 0.74-0.78 at 4, 0.65-0.74 at 6-12; the Llama FFN's
+//   0.74-0.78 from 2 to 12 KB; nenya q8 at 1 thread, three alternating rounds, 35.1-36.4 ->
+//   36.1-37.0 tokens/s. Zen 3 has not been measured; it takes Zen 4's.
 struct DecodePrefetch {
   bool to_l2 = true;
-  int64_t tile_bytes = 3456;  // ahead along a tile's run
+  int64_t tile_bytes = 3456;    // ahead along a tile's run
+  int64_t q8_row_bytes = 2048;  // past a tile of q8 rows lying one after another
 };
 const DecodePrefetch& decode_prefetch();
 
@@ -187,8 +192,8 @@ bool has_full_speed_zmm() { return features().avx512vbmi2; }
 }  // namespace
 
 const DecodePrefetch& decode_prefetch() {
-  static const DecodePrefetch p = features().amd_family >= 26 ? DecodePrefetch{false, 6144}
-                                  : features().amd_family > 0 ? DecodePrefetch{true, 1024}
+  static const DecodePrefetch p = features().amd_family >= 26 ? DecodePrefetch{false, 6144, 2048}
+                                  : features().amd_family > 0 ? DecodePrefetch{true, 1024, 4096}
                                                               : DecodePrefetch{};
   return p;
 }

@@ -494,7 +494,7 @@ template <int R, int C, bool kQ4>
 // shape, and for both register widths of the AVX-512 paths (BlockSum), so a batch row gets
 // the bits decode (R = C = 1) gives it alone.
 // y[t * ldy + j] = W[r + j,:] . x_t.
-// A decode row (C = 1) asks for the bytes kPrefetchBytes ahead of the block it reads: the
+// A decode row (C = 1) asks for the bytes ahead of the block it reads (decode_prefetch): the
 // L2 streamer does not cross a 4 KiB page, and short rows (nenya's 960 and 384 bytes) start
 // a stream it has to learn again. 2 KB ahead, one prefetch per 64 bytes read (against none,
 // builds alternating): nenya q8 33.4-33.7 -> 37.6-37.9 tokens/s at 2 threads, the Llama-3.2-1B
@@ -507,9 +507,9 @@ template <int R, int C, bool kQ4>
 // a q8 decode row 15% slower on the Llama shape, 12.0 against 14.2 tokens/s at 1 thread, for
 // a reason not found: measure before reshaping this loop.)
 // The distance counts from the end of the tile: R rows lie side by side in one run, so row j's
-// bytes kPrefetchBytes ahead are rows j + 1.. of the same tile, already on their way, once R
+// bytes that far ahead are rows j + 1.. of the same tile, already on their way, once R
 // row_bytes reach that far (four q4 rows of 1024 bytes, eight q8 rows of 2048). Ahead of the
-// tile (R row_bytes + kPrefetchBytes) against ahead of the row, Zen 5, alternating, 3 rounds,
+// tile (R row_bytes + the distance) against ahead of the row, Zen 5, alternating, 3 rounds,
 // 1 / 2 threads: the Llama-3.2-1B shape q4 30.5-31.7 / 57.0-59.1 -> 32.3-33.0 / 61.0-62.4
 // tokens/s, nenya q8 36.9-38.9 / 66.3-71.2 -> 41.3-42.8 / 72.4-76.5; the Llama shape q8 the
 // same (23.5-23.6 / 44.0-44.1 against 23.0-23.8 / 43.6-45.8).
@@ -549,8 +549,7 @@ template <int R, int C, bool kQ4>
 // runs), 1 / 2 threads: the Llama FFN q4 1.06-1.14 / 1.05-1.10, q8 1.02-1.03 / 1.02-1.04;
 // nenya's 960 columns q4 1.05-1.10 / 1.00-1.05, q8 1.05-1.11 / 1.06-1.11; its experts q4
 // 1.08-1.14 / 1.08-1.11, q8 1.02-1.03 / 0.98-1.04. Two tiles ahead was no better.
-template <bool kQ4>
-constexpr int64_t kPrefetchBytes = kQ4 ? 3072 : 2048;
+constexpr int64_t kQ4RowPrefetchBytes = 3072;  // q8's: decode_prefetch().q8_row_bytes
 template <int R, int C, bool kQ4, int kTile, bool kToL2 = false>
 void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, float* y, int64_t ldy) {
   constexpr DType kType = kQ4 ? DType::q4 : DType::q8;
@@ -578,7 +577,8 @@ void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, 
   // Rows one after another: past this tile's R rows; a tile's run (its rows' blocks
   // interleaved, one stream): along the run.
   const bool one_run = stride != kBlockBytes;
-  const int64_t ahead = one_run ? decode_prefetch().tile_bytes : R * row_bytes + kPrefetchBytes<kQ4>;
+  const DecodePrefetch& prefetch = decode_prefetch();
+  const int64_t ahead = one_run ? prefetch.tile_bytes : R * row_bytes + (kQ4 ? kQ4RowPrefetchBytes : prefetch.q8_row_bytes);
   const int64_t next_tile_scales = R * w.groups();  // in f16 scales, from row j's to row j + R's
   constexpr auto kHint = kToL2 ? _MM_HINT_T1 : _MM_HINT_T0;
   for (int64_t b = 0; b < blocks; ++b) {
