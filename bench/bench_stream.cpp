@@ -3,8 +3,9 @@
 // GB/s next to the read-bandwidth probe's at the same thread count (`roofline_%`): what the
 // kernels and the pool reach with nothing else in the way. Three shapes: Llama-3.2-1B's FFN
 // (8192 x 2048 and 2048 x 8192, one region per matrix), nenya's latent experts (384 x 384,
-// eight matrices to a region as a MoE layer's chosen experts) and nenya's d = 960 (960 x 960,
-// eight to a region): short rows stream slower, most of all at 2 threads (see docs/engine.md).
+// eight matrices to a region as a MoE layer's chosen experts), nenya's d = 960 (960 x 960,
+// eight to a region) and OLMoE-1B-7B's experts (gate and up 1024 x 2048, down 2048 x 1024,
+// eight to a region): short rows stream slower, most of all at 2 threads (docs/engine.md).
 //
 //   build/wren_bench --benchmark_filter=DecodeStream
 #include <benchmark/benchmark.h>
@@ -39,7 +40,8 @@ struct Shape {
 };
 const Shape kShapes[] = {{"llama-ffn", {{8192, 2048}, {2048, 8192}}, 1},
                          {"nenya-experts", {{384, 384}, {384, 384}, {384, 384}}, 8},
-                         {"nenya-d", {{960, 960}, {960, 960}}, 8}};
+                         {"nenya-d", {{960, 960}, {960, 960}}, 8},
+                         {"olmoe-experts", {{1024, 2048}, {1024, 2048}, {2048, 1024}}, 8}};
 
 // The matrices of the stream: a few distinct random ones, packed, then copied until the
 // stream holds kTarget bytes (the values repeat, the addresses do not: memory sees a
@@ -262,14 +264,14 @@ void BM_RegionHandOff(benchmark::State& state) {
   state.SetLabel("2 threads, items of no work");
 }
 
-BENCHMARK_CAPTURE(BM_DecodeStream, q8, DType::q8)->ArgsProduct({{1, 2}, {0, 1, 2}})->ArgNames({"threads", "shape"})->Iterations(8)->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_DecodeStream, q4, DType::q4)->ArgsProduct({{1, 2}, {0, 1, 2}})->ArgNames({"threads", "shape"})->Iterations(8)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_DecodeStream, q8, DType::q8)->ArgsProduct({{1, 2}, {0, 1, 2, 3}})->ArgNames({"threads", "shape"})->Iterations(8)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_DecodeStream, q4, DType::q4)->ArgsProduct({{1, 2}, {0, 1, 2, 3}})->ArgNames({"threads", "shape"})->Iterations(8)->UseRealTime()->Unit(benchmark::kMillisecond);
 
-BENCHMARK_CAPTURE(BM_DecodeStreamPaths, q8, DType::q8)->ArgsProduct({{1, 2}, {0, 1, 2}})->ArgNames({"threads", "shape"})->Iterations(10)->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_DecodeStreamPaths, q4, DType::q4)->ArgsProduct({{1, 2}, {0, 1, 2}})->ArgNames({"threads", "shape"})->Iterations(10)->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_DecodeStreamVsRead, q8, DType::q8)->ArgsProduct({{1, 2}, {0, 1, 2}})->ArgNames({"threads", "shape"})->Iterations(10)->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_DecodeStreamVsRead, q4, DType::q4)->ArgsProduct({{1, 2}, {0, 1, 2}})->ArgNames({"threads", "shape"})->Iterations(10)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_DecodeStreamPaths, q8, DType::q8)->ArgsProduct({{1, 2}, {0, 1, 2, 3}})->ArgNames({"threads", "shape"})->Iterations(10)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_DecodeStreamPaths, q4, DType::q4)->ArgsProduct({{1, 2}, {0, 1, 2, 3}})->ArgNames({"threads", "shape"})->Iterations(10)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_DecodeStreamVsRead, q8, DType::q8)->ArgsProduct({{1, 2}, {0, 1, 2, 3}})->ArgNames({"threads", "shape"})->Iterations(10)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_DecodeStreamVsRead, q4, DType::q4)->ArgsProduct({{1, 2}, {0, 1, 2, 3}})->ArgNames({"threads", "shape"})->Iterations(10)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_RegionHandOff)->Arg(2)->Arg(8)->ArgName("items")->UseRealTime();
-BENCHMARK(BM_DecodeStreamTypes)->ArgsProduct({{1, 2}, {0, 1, 2}})->ArgNames({"threads", "shape"})->Iterations(12)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_DecodeStreamTypes)->ArgsProduct({{1, 2}, {0, 1, 2, 3}})->ArgNames({"threads", "shape"})->Iterations(12)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
