@@ -392,12 +392,12 @@ template <int N> struct VnniRegs<true, N> {
 // their own, divided by 16 exactly once per block. Register k of W bytes adds to part k mod
 // kParts: with kParts = 2 the 256-bit registers 2m and 2m + 1 go to parts 0 and 1, as they go
 // to a zmm's halves.
-// ask (q8, if not null): row j's lines ask[j] + 64 k go to L2 (prefetcht1), each asked for
-// beside the load of row j's line k (packed_tile: its q8 rows one after another on a VNNI path
-// that prefetches into L2).
+// ask_ahead (q8, if not 0): row j's line blk[j] + 64 k + ask_ahead goes to L2 (prefetcht1),
+// asked for beside the load of row j's line k (packed_tile: its q8 rows one after another on a
+// VNNI path that prefetches into L2).
 template <int R, int C, bool kQ4>
 [[gnu::always_inline]] inline void vnni_block_sums(const uint8_t* const* blk, const QuantizedActivation* xq, int64_t b, BlockSum (*z)[C][kParts],
-                                                   const uint8_t* const* ask = nullptr) {
+                                                   int64_t ask_ahead = 0) {
   using Regs = VnniRegs<kZmm>;
   using V = typename Regs::V;
   constexpr int W = Regs::kBytes;
@@ -415,7 +415,7 @@ template <int R, int C, bool kQ4>
       V xv[C];
       WREN_UNROLL for (int t = 0; t < C; ++t) xv[t] = x_at(t, W * k);
       WREN_UNROLL for (int j = 0; j < R; ++j) {
-        if (ask && (W * k) % 64 == 0) _mm_prefetch(reinterpret_cast<const char*>(ask[j] + W * k), _MM_HINT_T1);
+        if (ask_ahead && (W * k) % 64 == 0) _mm_prefetch(reinterpret_cast<const char*>(blk[j] + W * k + ask_ahead), _MM_HINT_T1);
         const V q = Regs::bxor(w_at(j, W * k), Regs::bytes(char(0x80)));
         WREN_UNROLL for (int t = 0; t < C; ++t) z[j][t][k % kParts] = Regs::dot(z[j][t][k % kParts], q, xv[t]);
       }
@@ -587,7 +587,7 @@ void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, 
   const int64_t next_tile_scales = R * w.groups();  // in f16 scales, from row j's to row j + R's
   constexpr auto kHint = kToL2 ? _MM_HINT_T1 : _MM_HINT_T0;
   // q8 rows one after another, into L2 on a VNNI path: each line is asked for beside the load
-  // of the line it runs ahead of (vnni_block_sums' ask), not the block's 4 R lines at once
+  // of the line it runs ahead of (vnni_block_sums' ask_ahead), not the block's 4 R lines at once
   // before its arithmetic. Zen 4 (family 25, zmm path), BM_DecodeStreamVsRead at 1 thread,
   // three alternating passes: the Llama FFN 0.757-0.763 -> 0.779-0.782 of a plain read, OLMoE's
   // experts 0.675-0.691 -> 0.704-0.707; the models at 1 thread (three alternating rounds, means)
@@ -611,9 +611,7 @@ void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, 
           _mm_prefetch(reinterpret_cast<const char*>(sw[j] + 8 * b + next_tile_scales), kHint);
     }
     BlockSum isum[R][C][kParts];
-    const uint8_t* ask[R];
-    WREN_UNROLL for (int j = 0; j < R; ++j) ask[j] = blk[j] + ahead;
-    if constexpr (kVnni) vnni_block_sums<R, C, kQ4>(blk, xq, b, isum, ask_beside_loads ? ask : nullptr);
+    if constexpr (kVnni) vnni_block_sums<R, C, kQ4>(blk, xq, b, isum, ask_beside_loads ? ahead : 0);
     else avx2_block_sums<R, C, kQ4>(blk, xq, b, isum);
     WREN_UNROLL for (int j = 0; j < R; ++j) {
       const BlockAcc wv = Lanes::f16(sw[j] + 8 * b);
