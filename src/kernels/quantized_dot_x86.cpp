@@ -52,11 +52,20 @@ namespace wren::kernels::quantized {
 //   not 2: BM_DecodeStreamVsRead's nenya experts (384 columns), 1 thread, two passes each,
 //   0.68-0.71 of a plain read at 2 KB, 0.74-0.78 at 4, 0.65-0.74 at 6-12; the Llama FFN's
 //   0.74-0.78 from 2 to 12 KB; nenya q8 at 1 thread, three alternating rounds, 35.1-36.4 ->
-//   36.1-37.0 tokens/s. Zen 3 has not been measured; it takes Zen 4's.
+//   36.1-37.0 tokens/s. Those q8 rows also ask for each line's successor one block on (256
+//   bytes) into L1, beside the L2 request far ahead: the lines the L2 request brought still
+//   missed L1 at their loads. BM_DecodeStreamVsRead at 1 thread, two alternating passes each,
+//   the Llama FFN 0.80 -> 0.82-0.85 of a plain read, OLMoE's experts 0.72-0.75 -> 0.74-0.79
+//   (64-320 bytes alike within the noise; 1 KB 0.75 / 0.71); 2 threads the same (0.95 / 0.93,
+//   at the bandwidth). The models at 1 thread, three alternating rounds: the Llama-3.2-1B
+//   shape q8 20.5-20.9 -> 21.1-21.5 tokens/s, OLMoE q8 17.8-18.2 -> 18.5-19.1. A tile's run
+//   (q4, q8 with a tail) read 5-15% less with such requests (256-2048 bytes on): not taken.
+//   Zen 3 has not been measured; it takes Zen 4's.
 struct DecodePrefetch {
   bool to_l2 = true;
   int64_t tile_bytes = 3456;    // ahead along a tile's run
   int64_t q8_row_bytes = 2048;  // past a tile of q8 rows lying one after another
+  int64_t q8_row_l1_bytes = 0;  // those rows' lines also into L1 this far on (0: not asked)
 };
 const DecodePrefetch& decode_prefetch();
 
@@ -193,7 +202,7 @@ bool has_full_speed_zmm() { return features().avx512vbmi2; }
 
 const DecodePrefetch& decode_prefetch() {
   static const DecodePrefetch p = features().amd_family >= 26 ? DecodePrefetch{false, 6144, 2048}
-                                  : features().amd_family > 0 ? DecodePrefetch{true, 1024, 4096}
+                                  : features().amd_family > 0 ? DecodePrefetch{true, 1024, 4096, 256}
                                                               : DecodePrefetch{};
   return p;
 }

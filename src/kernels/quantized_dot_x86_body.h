@@ -392,12 +392,15 @@ template <int N> struct VnniRegs<true, N> {
 // their own, divided by 16 exactly once per block. Register k of W bytes adds to part k mod
 // kParts: with kParts = 2 the 256-bit registers 2m and 2m + 1 go to parts 0 and 1, as they go
 // to a zmm's halves.
-// ask_ahead (q8, if not 0): row j's line blk[j] + 64 k + ask_ahead goes to L2 (prefetcht1),
-// asked for beside the load of row j's line k (packed_tile: its q8 rows one after another on a
-// VNNI path that prefetches into L2).
+// ask (q8): beside the load of row j's line k, row j's line blk[j] + 64 k + ask.to_l2 goes to
+// L2 (prefetcht1) and blk[j] + 64 k + ask.to_l1 to L1 (prefetcht0), each if not 0 (packed_tile:
+// its q8 rows one after another on a VNNI path that prefetches into L2).
+struct AskBesideLoads {
+  int64_t to_l2 = 0, to_l1 = 0;
+};
 template <int R, int C, bool kQ4>
 [[gnu::always_inline]] inline void vnni_block_sums(const uint8_t* const* blk, const QuantizedActivation* xq, int64_t b, BlockSum (*z)[C][kParts],
-                                                   int64_t ask_ahead = 0) {
+                                                   AskBesideLoads ask = {}) {
   using Regs = VnniRegs<kZmm>;
   using V = typename Regs::V;
   constexpr int W = Regs::kBytes;
@@ -415,7 +418,8 @@ template <int R, int C, bool kQ4>
       V xv[C];
       WREN_UNROLL for (int t = 0; t < C; ++t) xv[t] = x_at(t, W * k);
       WREN_UNROLL for (int j = 0; j < R; ++j) {
-        if (ask_ahead && (W * k) % 64 == 0) _mm_prefetch(reinterpret_cast<const char*>(blk[j] + W * k + ask_ahead), _MM_HINT_T1);
+        if (ask.to_l2 && (W * k) % 64 == 0) _mm_prefetch(reinterpret_cast<const char*>(blk[j] + W * k + ask.to_l2), _MM_HINT_T1);
+        if (ask.to_l1 && (W * k) % 64 == 0) _mm_prefetch(reinterpret_cast<const char*>(blk[j] + W * k + ask.to_l1), _MM_HINT_T0);
         const V q = Regs::bxor(w_at(j, W * k), Regs::bytes(char(0x80)));
         WREN_UNROLL for (int t = 0; t < C; ++t) z[j][t][k % kParts] = Regs::dot(z[j][t][k % kParts], q, xv[t]);
       }
@@ -587,13 +591,14 @@ void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, 
   const int64_t next_tile_scales = R * w.groups();  // in f16 scales, from row j's to row j + R's
   constexpr auto kHint = kToL2 ? _MM_HINT_T1 : _MM_HINT_T0;
   // q8 rows one after another, into L2 on a VNNI path: each line is asked for beside the load
-  // of the line it runs ahead of (vnni_block_sums' ask_ahead), not the block's 4 R lines at once
+  // of the line it runs ahead of (vnni_block_sums' ask), not the block's 4 R lines at once
   // before its arithmetic. Zen 4 (family 25, zmm path), BM_DecodeStreamVsRead at 1 thread,
   // three alternating passes: the Llama FFN 0.757-0.763 -> 0.779-0.782 of a plain read, OLMoE's
   // experts 0.675-0.691 -> 0.704-0.707; the models at 1 thread (three alternating rounds, means)
   // the Llama-3.2-1B shape q8 18.80 -> 19.44 tokens/s, OLMoE q8 16.51 -> 16.83. Not measured on
   // Intel, which takes it with the same hint.
   const bool ask_beside_loads = C == 1 && !kQ4 && kVnni && kToL2 && !one_run;
+  const AskBesideLoads ask = ask_beside_loads ? AskBesideLoads{ahead, prefetch.q8_row_l1_bytes} : AskBesideLoads{};
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* blk[R];
     WREN_UNROLL for (int j = 0; j < R; ++j) blk[j] = row[j] + stride * b;
@@ -611,7 +616,7 @@ void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, 
           _mm_prefetch(reinterpret_cast<const char*>(sw[j] + 8 * b + next_tile_scales), kHint);
     }
     BlockSum isum[R][C][kParts];
-    if constexpr (kVnni) vnni_block_sums<R, C, kQ4>(blk, xq, b, isum, ask_beside_loads ? ahead : 0);
+    if constexpr (kVnni) vnni_block_sums<R, C, kQ4>(blk, xq, b, isum, ask);
     else avx2_block_sums<R, C, kQ4>(blk, xq, b, isum);
     WREN_UNROLL for (int j = 0; j < R; ++j) {
       const BlockAcc wv = Lanes::f16(sw[j] + 8 * b);
