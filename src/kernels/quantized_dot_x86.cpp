@@ -59,13 +59,15 @@ namespace wren::kernels::quantized {
 //   (64-320 bytes alike within the noise; 1 KB 0.75 / 0.71); 2 threads the same (0.95 / 0.93,
 //   at the bandwidth). The models at 1 thread, three alternating rounds: the Llama-3.2-1B
 //   shape q8 20.5-20.9 -> 21.1-21.5 tokens/s, OLMoE q8 17.8-18.2 -> 18.5-19.1. A tile's run
-//   (q4, q8 with a tail) read 5-15% less with such requests (256-2048 bytes on): not taken.
+//   (q4, q8 with a tail) read 5-15% less with such requests (256-2048 bytes on), and so did
+//   q8 rows with a tail lying one after another (nenya's 384-column experts 0.75-0.79 ->
+//   0.71-0.74, four alternating passes): those ask into L2 only.
 //   Zen 3 has not been measured; it takes Zen 4's.
 struct DecodePrefetch {
   bool to_l2 = true;
   int64_t tile_bytes = 3456;    // ahead along a tile's run
   int64_t q8_row_bytes = 2048;  // past a tile of q8 rows lying one after another
-  int64_t q8_row_l1_bytes = 0;  // those rows' lines also into L1 this far on (0: not asked)
+  int64_t q8_row_l1_bytes = 0;  // those rows' lines (whole blocks) also into L1 this far on (0: no)
 };
 const DecodePrefetch& decode_prefetch();
 

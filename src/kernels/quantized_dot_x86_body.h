@@ -598,7 +598,9 @@ void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, 
   // the Llama-3.2-1B shape q8 18.80 -> 19.44 tokens/s, OLMoE q8 16.51 -> 16.83. Not measured on
   // Intel, which takes it with the same hint.
   const bool ask_beside_loads = C == 1 && !kQ4 && kVnni && kToL2 && !one_run;
-  const AskBesideLoads ask = ask_beside_loads ? AskBesideLoads{ahead, prefetch.q8_row_l1_bytes} : AskBesideLoads{};
+  // Into L1 too only where rows have no tail (decode_prefetch: nenya's 384 columns read less).
+  const int64_t to_l1 = row_bytes == kBlockBytes * blocks ? prefetch.q8_row_l1_bytes : 0;
+  const AskBesideLoads ask = ask_beside_loads ? AskBesideLoads{ahead, to_l1} : AskBesideLoads{};
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* blk[R];
     WREN_UNROLL for (int j = 0; j < R; ++j) blk[j] = row[j] + stride * b;
