@@ -132,7 +132,16 @@ constexpr bool kZmm = false, kSplitHalves = true;  // the f32 steps of the zmm t
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 namespace avx512vnni_zmm {
-using avx512vnni::kGemmRows, avx512vnni::kGemmTokens, avx512vnni::kDecodeQ8Rows, avx512vnni::kVnni, avx512vnni::kSplitHalves;
+// Ten q8 decode rows a tile, not eight. Zen 4 (family 25 model 17 under KVM), the models at 1
+// thread, `wren bench -p 0 -n 64 -r 3 -t 1`, four alternating rounds: OLMoE q8 17.1-18.0 ->
+// 18.3-19.4 tokens/s (means 17.4 -> 18.8), the Llama-3.2-1B shape q8 19.7-20.7 -> 20.1-21.4
+// (20.1 -> 21.0); at 2 threads both at the bandwidth either way (paired roofline 74-93%,
+// three rounds, the host moving by a fifth). BM_DecodeStreamVsRead at 1 thread, three
+// passes: OLMoE's experts 0.76-0.77 -> 0.80-0.83 of a plain read; twelve and fourteen rows
+// 0.79-0.81 (twelve not faster in the models), sixteen 0.74-0.79. Not measured on Zen 5 or
+// Intel, which take it too.
+constexpr int kDecodeQ8Rows = 10;
+using avx512vnni::kGemmRows, avx512vnni::kGemmTokens, avx512vnni::kVnni, avx512vnni::kSplitHalves;
 using avx512vnni::dot_u8s8, avx512vnni::dot2_u8s8, avx512vnni::dot_s8s8, avx512vnni::s8s8_offset;
 constexpr bool kZmm = true;
 #include "kernels/quantized_dot_x86_body.h"

@@ -683,7 +683,7 @@ void one_group_rows(const MatrixView& w, const QuantizedActivation& xq, int64_t 
 // memory (row r + 1 starts where r ends, or a tile's rows' blocks interleaved), so R rows at a
 // time are still one stream, and each block's offsets, scales and reductions serve R rows
 // with R times the independent work. Rows of whole 256-column blocks go kDecodeRows at a
-// time (four, or eight q8 rows on the AVX-512 paths). Four against two on a Zen 5 under KVM
+// time (four, or eight q8 rows on the AVX-512 paths, ten on the zmm one). Four against two on a Zen 5 under KVM
 // (probe 35-38 GB/s at 1 thread) the Llama-3.2-1B shape, alternating, 3 rounds, 1 / 2 threads: q8 15.8-16.5 / 31.3-31.8
 // -> 19.0-19.1 / 35.9-37.1 tokens/s (zmm path), 15.2 / 29.1-29.6 -> 17.1-17.2 / 29.6-33.8
 // (avx2), 15.4-16.0 / 30.1-31.3 -> 18.5-18.7 / 35.0-35.7 (avxvnni); q4 25.6 / 46.5-47.7 ->
