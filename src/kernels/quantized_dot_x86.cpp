@@ -53,8 +53,8 @@ namespace wren::kernels::quantized {
 //   0.68-0.71 of a plain read at 2 KB, 0.74-0.78 at 4, 0.65-0.74 at 6-12; the Llama FFN's
 //   0.74-0.78 from 2 to 12 KB; nenya q8 at 1 thread, three alternating rounds, 35.1-36.4 ->
 //   36.1-37.0 tokens/s. Those q8 rows also ask for each line's successor one block on (256
-//   bytes) into L1, beside the L2 request far ahead: the lines the L2 request brought still
-//   missed L1 at their loads. BM_DecodeStreamVsRead at 1 thread, two alternating passes each,
+//   bytes) into L1, beside the L2 request far ahead, so that the lines already in L2 need not
+//   miss L1 at their loads (a reading: no counters in the guest to confirm it). BM_DecodeStreamVsRead at 1 thread, two alternating passes each,
 //   the Llama FFN 0.80 -> 0.82-0.85 of a plain read, OLMoE's experts 0.72-0.75 -> 0.74-0.79
 //   (64-320 bytes alike within the noise; 1 KB 0.75 / 0.71); 2 threads the same (0.95 / 0.93,
 //   at the bandwidth). The models at 1 thread, three alternating rounds: the Llama-3.2-1B
