@@ -52,17 +52,18 @@ namespace wren::kernels::quantized {
 //   not 2: BM_DecodeStreamVsRead's nenya experts (384 columns), 1 thread, two passes each,
 //   0.68-0.71 of a plain read at 2 KB, 0.74-0.78 at 4, 0.65-0.74 at 6-12; the Llama FFN's
 //   0.74-0.78 from 2 to 12 KB; nenya q8 at 1 thread, three alternating rounds, 35.1-36.4 ->
-//   36.1-37.0 tokens/s. Those q8 rows also ask for each line's successor one block on (256
-//   bytes) into L1, beside the L2 request far ahead, so that the lines already in L2 need not
-//   miss L1 at their loads (a reading: no counters in the guest to confirm it). BM_DecodeStreamVsRead at 1 thread, two alternating passes each,
-//   the Llama FFN 0.80 -> 0.82-0.85 of a plain read, OLMoE's experts 0.72-0.75 -> 0.74-0.79
-//   (64-320 bytes alike within the noise; 1 KB 0.75 / 0.71); 2 threads the same (0.95 / 0.93,
-//   at the bandwidth). The models at 1 thread, three alternating rounds: the Llama-3.2-1B
-//   shape q8 20.5-20.9 -> 21.1-21.5 tokens/s, OLMoE q8 17.8-18.2 -> 18.5-19.1. A tile's run
-//   (q4, q8 with a tail) read 5-15% less with such requests (256-2048 bytes on), and so did
-//   q8 rows with a tail lying one after another (nenya's 384-column experts 0.75-0.79 ->
-//   0.71-0.74, four alternating passes): those ask into L2 only.
-//   Zen 3 has not been measured; it takes Zen 4's.
+//   36.1-37.0 tokens/s. Those q8 rows, where they are whole blocks, also ask for each line's
+//   successor one block on (256 bytes) into L1, beside the L2 request far ahead, so that the
+//   lines already in L2 need not miss L1 at their loads (a reading: no counters in the guest
+//   to confirm it). BM_DecodeStreamVsRead at 1 thread, two alternating passes each, the Llama
+//   FFN 0.80 -> 0.82-0.85 of a plain read, OLMoE's experts 0.72-0.75 -> 0.74-0.79 (64-320
+//   bytes alike within the noise; 1 KB 0.75 / 0.71); 2 threads the same (0.95 / 0.93, at the
+//   bandwidth). The models at 1 thread, three alternating rounds: the Llama-3.2-1B shape q8
+//   20.5-20.9 -> 21.1-21.5 tokens/s, OLMoE q8 17.8-18.2 -> 18.5-19.1. A tile's run (q4, q8
+//   with a tail) read 5-15% less with such requests (256-2048 bytes on), and so did q8 rows
+//   with a tail lying one after another (nenya's 384-column experts 0.75-0.79 -> 0.71-0.74,
+//   four alternating passes): those ask into L2 only. Zen 3 has not been measured; it takes
+//   Zen 4's.
 struct DecodePrefetch {
   bool to_l2 = true;
   int64_t tile_bytes = 3456;    // ahead along a tile's run

@@ -14,8 +14,8 @@
 // offset is removed exactly in int32: sum (v + 8) q_x - 8 sum q_x.
 
 constexpr int kRows = 4;
-// Packed decode rows of whole blocks per tile (packed_rows): q8 as many as the path's
-// registers hold (kDecodeQ8Rows), q4 four.
+// Packed decode rows of whole blocks per tile (packed_rows): q8 the path's kDecodeQ8Rows
+// (quantized_dot_x86.cpp: four on 16 registers, eight on 32 ymm, ten on the zmm path), q4 four.
 template <bool kQ4>
 constexpr int kDecodeRows = kQ4 ? 4 : kDecodeQ8Rows;
 
@@ -400,7 +400,7 @@ struct AskBesideLoads {
 };
 template <int R, int C, bool kQ4>
 [[gnu::always_inline]] inline void vnni_block_sums(const uint8_t* const* blk, const QuantizedActivation* xq, int64_t b, BlockSum (*z)[C][kParts],
-                                                   AskBesideLoads ask = {}) {
+                                                   AskBesideLoads ask) {
   using Regs = VnniRegs<kZmm>;
   using V = typename Regs::V;
   constexpr int W = Regs::kBytes;
@@ -683,8 +683,8 @@ void one_group_rows(const MatrixView& w, const QuantizedActivation& xq, int64_t 
 // memory (row r + 1 starts where r ends, or a tile's rows' blocks interleaved), so R rows at a
 // time are still one stream, and each block's offsets, scales and reductions serve R rows
 // with R times the independent work. Rows of whole 256-column blocks go kDecodeRows at a
-// time (four, or eight q8 rows on the AVX-512 paths, ten on the zmm one). Four against two on a Zen 5 under KVM
-// (probe 35-38 GB/s at 1 thread) the Llama-3.2-1B shape, alternating, 3 rounds, 1 / 2 threads: q8 15.8-16.5 / 31.3-31.8
+// time (kDecodeRows: four, or 8-10 q8 rows on the AVX-512 paths). Four against two on a Zen 5
+// under KVM (probe 35-38 GB/s at 1 thread) the Llama-3.2-1B shape, alternating, 3 rounds, 1 / 2 threads: q8 15.8-16.5 / 31.3-31.8
 // -> 19.0-19.1 / 35.9-37.1 tokens/s (zmm path), 15.2 / 29.1-29.6 -> 17.1-17.2 / 29.6-33.8
 // (avx2), 15.4-16.0 / 30.1-31.3 -> 18.5-18.7 / 35.0-35.7 (avxvnni); q4 25.6 / 46.5-47.7 ->
 // 26.7-27.0 / 49.3-50.1 (zmm), 23.7-24.4 / 44.4-44.8 -> 24.7-25.9 / 47.7-50.3 (avx2). Rows with
