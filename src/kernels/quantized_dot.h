@@ -14,7 +14,8 @@
 #include "kernels/types.h"
 
 // Loops over the R rows of a block are unrolled so that their accumulators live in
-// registers (at -O2 GCC would keep the arrays on the stack).
+// registers (at -O2 GCC would keep the arrays on the stack); up to eight rows: the zmm path's
+// ten q8 decode rows stay a loop, which streams better (quantized_dot_x86.cpp kDecodeQ8Rows).
 #define WREN_UNROLL _Pragma("GCC unroll 8")
 
 namespace wren::kernels::quantized {

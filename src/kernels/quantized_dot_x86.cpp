@@ -140,7 +140,10 @@ namespace avx512vnni_zmm {
 // three rounds, the host moving by a fifth). BM_DecodeStreamVsRead at 1 thread, three
 // passes: OLMoE's experts 0.76-0.77 -> 0.80-0.83 of a plain read; twelve and fourteen rows
 // 0.79-0.81 (twelve not faster in the models), sixteen 0.74-0.79. Not measured on Zen 5 or
-// Intel, which take it too.
+// Intel, which take it too. WREN_UNROLL (eight) leaves the loops over ten rows as loops, their
+// sums and accumulators on the stack, and that streams better: unrolled whole, a tile read
+// 65-68 GB/s from L2 against 42-44 but 1 GiB of rows at 22.5-23.6 GB/s against 24.4-26.3
+// (three alternating pairs, docs/engine.md "Zen 4, afternoon").
 constexpr int kDecodeQ8Rows = 10;
 using avx512vnni::kGemmRows, avx512vnni::kGemmTokens, avx512vnni::kVnni, avx512vnni::kSplitHalves;
 using avx512vnni::dot_u8s8, avx512vnni::dot2_u8s8, avx512vnni::dot_s8s8, avx512vnni::s8s8_offset;
