@@ -601,6 +601,17 @@ void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, 
   // Into L1 too only where rows have no tail (decode_prefetch: nenya's 384 columns read less).
   const int64_t to_l1 = row_bytes == kBlockBytes * blocks ? prefetch.q8_row_l1_bytes : 0;
   const AskBesideLoads ask = ask_beside_loads ? AskBesideLoads{ahead, to_l1} : AskBesideLoads{};
+  // Those L1 asks run on in the order the rows are read: from a row's last blocks into the
+  // same row of the next tile (row j + R, (R - 1) row_bytes further on), whose first block
+  // would otherwise miss L1 at every row of every tile. Zen 4 (family 25 model 17, zmm path),
+  // 1 thread, BM_DecodeStream's passes with and without alternating in one process (12 pairs,
+  // medians of the per-pair ratios, three runs, either one first): OLMoE's experts 1.043-1.055
+  // (gate and up alone 1.042-1.060, down 2048 x 1024 alone 1.050-1.064), the Llama FFN
+  // 0.996-1.035. The models at 1 thread, 20 repetitions alternating the two in one process
+  // (medians of the pair ratios, runs with either one first): OLMoE q8 0.999, 1.012, 1.014,
+  // 1.024, the Llama-3.2-1B shape q8 1.025, 1.040. Asks two blocks on (wrapping alike) read
+  // 2-6% slower than one block on, and the next tile's scales asked into L1 4-7% slower.
+  const AskBesideLoads ask_at_row_end = {ask.to_l2, ask.to_l1 ? ask.to_l1 + (R - 1) * row_bytes : 0};
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* blk[R];
     WREN_UNROLL for (int j = 0; j < R; ++j) blk[j] = row[j] + stride * b;
@@ -618,7 +629,8 @@ void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, 
           _mm_prefetch(reinterpret_cast<const char*>(sw[j] + 8 * b + next_tile_scales), kHint);
     }
     BlockSum isum[R][C][kParts];
-    if constexpr (kVnni) vnni_block_sums<R, C, kQ4>(blk, xq, b, isum, ask);
+    if constexpr (kVnni)
+      vnni_block_sums<R, C, kQ4>(blk, xq, b, isum, kBlockBytes * b + ask.to_l1 < row_bytes ? ask : ask_at_row_end);
     else avx2_block_sums<R, C, kQ4>(blk, xq, b, isum);
     WREN_UNROLL for (int j = 0; j < R; ++j) {
       const BlockAcc wv = Lanes::f16(sw[j] + 8 * b);
