@@ -694,6 +694,26 @@ void one_group_rows(const MatrixView& w, const QuantizedActivation& xq, int64_t 
   for (; r < r1; ++r) out[r - r0] = hsum(lanes(r));
 }
 
+// The first tile of a call over q8 rows of whole blocks lying one after another starts cold:
+// no tile before it asked for its lines (a MoE layer's chosen experts lie anywhere, and each
+// starts a call), and ten rows side by side are a pattern the L2 streamer learns slowly. So
+// the call first asks, in address order, for what a tile's asks reach (rows_ask_reach): the
+// first tile and the distance beyond it. (An added product's calls of 64 rows,
+// matvec_add_range, follow on from each other and ask again for lines already asked for.)
+// Zen 4 (family 25 model 17), the models, 20 repetitions alternating with and without in one
+// process, medians of the pair ratios over two runs (either one first): OLMoE q8 at 1 thread
+// 1.055-1.076 on the zmm path, 1.004-1.008 on avx2, 1.012-1.015 at 2 threads; the
+// Llama-3.2-1B shape q8 0.998-1.015 (few, long matrices). Half the reach 5% slower than the
+// whole, twice 2-4%; the first tile's scales asked for too, the same. q4 tiles (OLMoE q4
+// 0.980-1.000) and nenya's rows with a tail (0.976-0.996) gained nothing and go without.
+template <bool kToL2>
+void ask_first_q8_tile(const MatrixView& w, int64_t r0, int64_t r1) {
+  const auto* first = static_cast<const uint8_t*>(w.packed) + packed_row_at(DType::q8, w, r0).blocks;
+  const int64_t bytes = std::min((r1 - r0) * w.cols, rows_ask_reach(false, kDecodeQ8Rows, w.cols));
+  for (int64_t at = 0; at < bytes; at += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(first + at), kToL2 ? _MM_HINT_T1 : _MM_HINT_T0);
+}
+
 // Rows [r0, r1) of a part of the packed copy whose tiles are kTile rows (by_layout). Groups
 // that are not whole 32-column blocks go to the plain path. Packed rows lie in one run of
 // memory (row r + 1 starts where r ends, or a tile's rows' blocks interleaved), so R rows at a
@@ -714,24 +734,6 @@ void one_group_rows(const MatrixView& w, const QuantizedActivation& xq, int64_t 
 // side (four streams 256 bytes apart per step) read 1 GiB at a third of the speed on Zen 4 under
 // KVM (4.5 vs 13.9 GB/s, 1 thread). Stored q4 rows: kRows at a time, then the rest one at a
 // time.
-// The first tile of a call over q8 rows of whole blocks lying one after another starts cold:
-// no tile before it asked for its lines (a MoE layer's chosen experts lie anywhere, and each
-// starts a call), and ten rows side by side are a pattern the L2 streamer learns slowly. So
-// the call first asks, in address order, for what a tile's asks reach (rows_ask_reach): the
-// first tile and the distance beyond it. Zen 4 (family 25 model 17), the models, 20
-// repetitions alternating with and without in one process, medians of the pair ratios over
-// two runs (either one first): OLMoE q8 at 1 thread 1.055-1.076 on the zmm path, 1.004-1.008
-// on avx2, 1.012-1.015 at 2 threads; the Llama-3.2-1B shape q8 0.998-1.015 (few, long
-// matrices). Half the reach 5% slower than the whole, twice 2-4%; the first tile's scales
-// asked for too, the same. q4 tiles (OLMoE q4 0.980-1.000) and nenya's rows with a tail
-// (0.976-0.996) gained nothing and go without.
-template <bool kToL2>
-void ask_first_q8_tile(const MatrixView& w, int64_t r0, int64_t r1) {
-  const auto* first = static_cast<const uint8_t*>(w.packed) + packed_row_at(DType::q8, w, r0).blocks;
-  const int64_t bytes = std::min((r1 - r0) * w.cols, rows_ask_reach(false, kDecodeQ8Rows, w.cols));
-  for (int64_t at = 0; at < bytes; at += 64)
-    _mm_prefetch(reinterpret_cast<const char*>(first + at), kToL2 ? _MM_HINT_T1 : _MM_HINT_T0);
-}
 template <bool kQ4, int kTile, bool kToL2>
 void packed_rows_in(const MatrixView& w, const QuantizedActivation& xq, int64_t r0, int64_t r1, float* out) {
   int64_t r = r0;
