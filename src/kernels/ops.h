@@ -139,7 +139,7 @@ void pack_for_dot(const MatrixView& w, uint8_t* out);
 void gather_packed_rows(const MatrixView& w, const int32_t* rows, int64_t n, uint8_t* out);
 
 // The integer dot-product path in use ("avx512vnni-zmm", "avx512vnni", "avxvnni", "avx2",
-// "neon-dotprod", "neon", "scalar"), chosen at run time from the CPU's features, best first.
+// "neon-i8mm", "neon-dotprod", "neon", "scalar"), chosen at run time from the CPU's features, best first.
 const char* active_int8_path();
 // Every path compiled in that this CPU can run, best first ("scalar" always last).
 std::vector<const char*> supported_int8_paths();

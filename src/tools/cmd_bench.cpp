@@ -154,7 +154,7 @@ void register_bench(CLI::App& app) {
                 "one block of queries");
   add_kv_option(cmd, a.kv);
   cmd->add_option("--int8-path", a.int8_path, "the integer dot path of q8 / q4 products (default: the best this CPU "
-                 "runs; e.g. avx512vnni, avx512vnni-zmm, avx512vnni-ymm, avxvnni, avx2, neon-dotprod, scalar)");
+                 "runs; e.g. avx512vnni, avx512vnni-zmm, avx512vnni-ymm, avxvnni, avx2, neon-i8mm, neon-dotprod, scalar)");
   cmd->add_option("--lm-head", a.lm_head, "prescore (4-bit copy, candidates rescored) or exact")
       ->check(CLI::IsMember({"prescore", "exact"}))->capture_default_str();
   cmd->add_option("--parallel", a.parallel, "stream counts: aggregate decode speed of that many requests at once "
