@@ -402,148 +402,213 @@ void dense_ffn_batch(const FfnWeights& w, int d, const FfnBatchCall& call) {
     for (int64_t t = 0; t < n; ++t) add_bias(w.b_down.data(), d, call.y + t * d);
 }
 
+namespace {
+
+// One MoE layer's batch: its shapes, and the buffers of FfnBatchScratch it works in, sized
+// once per call. Slots: row t's i-th choice is slot t k + i; the slots ordered by expert put
+// expert e's at [offset[e], offset[e + 1]), and slot[t k + i] is that place.
+struct MoeBatch {
+  const MoeWeights& w;
+  const FfnBatchCall& call;
+  int64_t d, n, k, h, E;
+  int64_t in;  // the experts' input width: latent_dim, or d
+  int64_t Hs;  // the shared experts' hidden width (0: none)
+  bool latent, relu2, shared_gate;
+  float *logits = nullptr, *latent_in = nullptr, *latent_out = nullptr;  // [n][E], [n][in], [n][in]
+  float* shared_logit = nullptr;                                          // [n]
+  float *up = nullptr, *gate = nullptr;  // [n][Hs] shared, then [n k][h] routed (up_routed, gate_routed)
+  float *up_routed = nullptr, *gate_routed = nullptr;
+  int32_t *experts = nullptr, *slot = nullptr, *offset = nullptr;  // [n][k], [n][k], [E + 1]
+  float* gates = nullptr;   // [n][k]
+  float* inputs = nullptr;  // [n k][in]: each slot's input, in expert order
+};
+
+MoeBatch moe_batch(const MoeWeights& w, int d, const FfnBatchCall& call) {
+  const FfnSpec& spec = call.spec;
+  FfnBatchScratch& b = call.batch;
+  const int64_t n = call.n, k = spec.top_k, h = spec.expert_hidden, E = spec.n_experts;
+  const bool latent = spec.latent_dim > 0;
+  const int64_t in = latent ? spec.latent_dim : d, Hs = spec.n_shared ? w.shared.w_up.rows : 0;
+  MoeBatch m{.w = w, .call = call, .d = d, .n = n, .k = k, .h = h, .E = E, .in = in, .Hs = Hs,
+             .latent = latent, .relu2 = spec.activation == Activation::relu2, .shared_gate = present(w.shared_gate)};
+  m.logits = grown(b.logits, size_t(n * E));
+  m.latent_in = grown(b.latent_in, size_t(n * in));
+  m.latent_out = grown(b.latent_out, size_t(n * in));
+  m.shared_logit = grown(b.shared_logit, size_t(n));
+  m.up = grown(b.up, size_t(n * Hs + n * k * h));
+  m.gate = grown(b.gate, size_t(n * Hs + n * k * h));
+  m.up_routed = m.up + n * Hs, m.gate_routed = m.gate + n * Hs;
+  m.experts = grown(b.experts, size_t(n * k));
+  m.gates = grown(b.gates, size_t(n * k));
+  m.slot = grown(b.slot, size_t(n * k));
+  m.offset = grown(b.offset, size_t(E + 1));
+  m.inputs = grown(b.inputs, size_t(n * k * in));
+  return m;
+}
+
+// Region (1): the router, the latent down-projection, the shared gate and the shared
+// experts' gate / up, over all rows (they need only x).
+void moe_inputs_region(const MoeBatch& m) {
+  const MoeWeights& w = m.w;
+  const float* x = m.call.x;
+  std::vector<BatchProduct>& products = m.call.batch.products;
+  products.clear();
+  products.push_back({w.router, x, m.d, m.logits, m.E, m.n});
+  if (m.latent) products.push_back({w.latent_down, x, m.d, m.latent_in, m.in, m.n});
+  if (m.shared_gate) products.push_back({w.shared_gate, x, m.d, m.shared_logit, 1, m.n});
+  if (m.Hs) {
+    products.push_back({w.shared.w_up, x, m.d, m.up, m.Hs, m.n});
+    if (!m.relu2) products.push_back({w.shared.w_gate, x, m.d, m.gate, m.Hs, m.n});
+  }
+  run_batch_products(products, m.call.pool);
+}
+
+// Routing per row (the single-row route), then the slots ordered by expert and each slot's
+// input copied to its place.
+void route_rows(const MoeBatch& m, int32_t* experts_out) {
+  const int64_t n = m.n, k = m.k, E = m.E, in = m.in;
+  std::fill(m.offset, m.offset + E + 1, 0);
+  for (int64_t t = 0; t < n; ++t) {
+    route(m.call.spec, m.w, m.logits + t * E, m.experts + t * k, m.gates + t * k, m.call.scratch);
+    if (m.call.probe) m.call.probe->record_route(m.experts + t * k, int(k));
+    for (int64_t i = 0; i < k; ++i) ++m.offset[m.experts[t * k + i] + 1];
+  }
+  if (experts_out) std::copy(m.experts, m.experts + n * k, experts_out);
+  for (int64_t e = 0; e < E; ++e) m.offset[e + 1] += m.offset[e];
+  thread_local std::vector<int32_t> fill_buf;
+  int32_t* fill = grown(fill_buf, size_t(E));
+  std::copy(m.offset, m.offset + E, fill);
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t i = 0; i < k; ++i) {
+      const int32_t p = fill[m.experts[t * k + i]]++;
+      m.slot[t * k + i] = p;
+      const float* src = m.latent ? m.latent_in + t * in : m.call.x + t * m.d;
+      std::copy(src, src + in, m.inputs + int64_t(p) * in);
+    }
+}
+
+// Region (2): each chosen expert's gate / up over the slots that chose it.
+void experts_up_region(const MoeBatch& m) {
+  const FfnWeights& st = m.w.experts;
+  std::vector<BatchProduct>& products = m.call.batch.products;
+  products.clear();
+  for (int64_t e = 0; e < m.E; ++e) {
+    const int64_t first = m.offset[e], count = m.offset[e + 1] - first;
+    if (!count) continue;
+    const float* x = m.inputs + first * m.in;
+    products.push_back({st.w_up.slice_rows(e * m.h, m.h), x, m.in, m.up_routed + first * m.h, m.h, count});
+    if (!m.relu2)
+      products.push_back({st.w_gate.slice_rows(e * m.h, m.h), x, m.in, m.gate_routed + first * m.h, m.h, count});
+  }
+  run_batch_products(products, m.call.pool);
+}
+
+// ReLU^2: per row, its terms' fired rows only, as the single-row path (into latent_out at
+// latent width, else y).
+void relu2_rows(const MoeBatch& m) {
+  FfnScratch& s = m.call.scratch;
+  FfnProbe* probe = m.call.probe;
+  const int64_t k = m.k;
+  for (int64_t t = 0; t < m.n; ++t) {
+    s.terms.clear();
+    for (int64_t i = 0; i < k; ++i) {
+      FfnTerm term = row_term(m.w.experts, m.experts[t * k + i], m.h, m.in, true);
+      term.h_up = m.up_routed + m.slot[t * k + i] * m.h, term.scale = m.gates[t * k + i];
+      term.y = m.latent ? m.latent_out + t * m.in : m.call.y + t * m.d;
+      s.terms.push_back(term);
+    }
+    if (m.Hs) {
+      FfnTerm term = row_term(m.w.shared, 0, m.Hs, m.d, true);
+      term.h_up = m.up + t * m.Hs, term.y = m.call.y + t * m.d;
+      if (m.shared_gate) term.scale = kernels::sigmoid(m.shared_logit[t]);
+      s.terms.push_back(term);
+    }
+    relu2_rows_down(m.call.spec, s.terms, s, m.call.pool);
+    if (probe) {
+      for (int64_t i = 0; i < k; ++i) record_neurons(probe->experts[size_t(m.experts[t * k + i])], s.terms[size_t(i)]);
+      if (m.Hs) record_neurons(probe->shared, s.terms.back());
+    }
+  }
+}
+
+// SwiGLU / GeGLU: every slot's and every row's shared hidden values activated in place.
+void activate_rows(const MoeBatch& m) {
+  FfnScratch& s = m.call.scratch;
+  for (int64_t t = 0; t < m.n; ++t) {
+    for (int64_t i = 0; i < m.k; ++i) {
+      const int64_t p = m.slot[t * m.k + i];
+      FfnTerm term = row_term(m.w.experts, m.experts[t * m.k + i], m.h, m.in, false);
+      term.h_up = m.up_routed + p * m.h, term.h_gate = m.gate_routed + p * m.h;
+      activate(m.call.spec, term, s.neuron_skip);
+    }
+    if (m.Hs) {
+      FfnTerm term = row_term(m.w.shared, 0, m.Hs, m.d, false);
+      term.h_up = m.up + t * m.Hs, term.h_gate = m.gate + t * m.Hs;
+      activate(m.call.spec, term, s.neuron_skip);
+    }
+  }
+}
+
+// Region (3), gated: each slot's expert output into `down` ([n k][in]), added to its row with
+// the gate in choice order (and the expert's bias); then the shared experts into y with their
+// scale.
+void gated_down_rows(const MoeBatch& m) {
+  FfnBatchScratch& b = m.call.batch;
+  const FfnWeights& st = m.w.experts;
+  const int64_t n = m.n, k = m.k, in = m.in, d = m.d;
+  float* down = grown(b.down, size_t(n * k * in));
+  b.products.clear();
+  for (int64_t e = 0; e < m.E; ++e) {
+    const int64_t first = m.offset[e], count = m.offset[e + 1] - first;
+    if (count)
+      b.products.push_back({st.w_down.slice_rows(e * in, in), m.gate_routed + first * m.h, m.h, down + first * in, in, count});
+  }
+  run_batch_products(b.products, m.call.pool);
+  for (int64_t t = 0; t < n; ++t) {
+    float* acc = m.latent ? m.latent_out + t * in : m.call.y + t * d;
+    for (int64_t i = 0; i < k; ++i) kernels::axpy(m.gates[t * k + i], down + int64_t(m.slot[t * k + i]) * in, in, acc);
+    if (!st.b_down.empty())
+      for (int64_t i = 0; i < k; ++i) {
+        const float* bias = st.b_down.data() + m.experts[t * k + i] * in;
+        for (int64_t c = 0; c < in; ++c) acc[c] += m.gates[t * k + i] * bias[c];
+      }
+  }
+  if (!m.Hs) return;
+  b.products.clear();
+  float* shared_down = grown(b.down, size_t(n * k * in + n * d)) + n * k * in;  // `down` is done with
+  b.products.push_back({m.w.shared.w_down, m.gate, m.Hs, shared_down, d, n});
+  run_batch_products(b.products, m.call.pool);
+  const Vec& bias = m.w.shared.b_down;
+  for (int64_t t = 0; t < n; ++t) {
+    const float scale = m.shared_gate ? kernels::sigmoid(m.shared_logit[t]) : 1.0f;
+    kernels::axpy(scale, shared_down + t * d, d, m.call.y + t * d);
+    if (!bias.empty())
+      for (int64_t c = 0; c < d; ++c) m.call.y[t * d + c] += scale * bias[size_t(c)];
+  }
+}
+
+}  // namespace
+
 // Four batched regions as moe_ffn's four: (1) router, latent down, shared gate and the
 // shared experts' gate / up over all rows; (2) each chosen expert's gate / up over the rows
 // that chose it (their inputs gathered by expert); (3) the down projections; (4) the latent
 // up-projection.
 void moe_ffn_batch(const MoeWeights& w, int d, const FfnBatchCall& call, int32_t* experts_out) {
-  const FfnSpec& spec = call.spec;
-  FfnBatchScratch& b = call.batch;
-  FfnScratch& s = call.scratch;
-  const int64_t n = call.n, k = spec.top_k, h = spec.expert_hidden, E = spec.n_experts;
-  const bool latent = spec.latent_dim > 0, relu2 = spec.activation == Activation::relu2;
-  const int64_t in = latent ? spec.latent_dim : d;
-  const int64_t Hs = spec.n_shared ? w.shared.w_up.rows : 0;
-  const bool shared_gate = present(w.shared_gate);
-  float* logits = grown(b.logits, size_t(n * E));
-  float* latent_in = grown(b.latent_in, size_t(n * in));
-  float* latent_out = grown(b.latent_out, size_t(n * in));
-  float* shared_logit = grown(b.shared_logit, size_t(n));
-  // Hidden buffers: the shared experts' [n][Hs], then the routed slots' [n k][h].
-  float* up = grown(b.up, size_t(n * Hs + n * k * h));
-  float* gate = grown(b.gate, size_t(n * Hs + n * k * h));
-  float *up_routed = up + n * Hs, *gate_routed = gate + n * Hs;
-  b.products.clear();
-  b.products.push_back({w.router, call.x, d, logits, E, n});
-  if (latent) b.products.push_back({w.latent_down, call.x, d, latent_in, in, n});
-  if (shared_gate) b.products.push_back({w.shared_gate, call.x, d, shared_logit, 1, n});
-  if (Hs) {
-    b.products.push_back({w.shared.w_up, call.x, d, up, Hs, n});
-    if (!relu2) b.products.push_back({w.shared.w_gate, call.x, d, gate, Hs, n});
-  }
-  run_batch_products(b.products, call.pool);
-
-  // Routing per row, then the rows grouped by expert: slot[t k + i] is the place of row t's
-  // i-th choice among all choices ordered by expert (offset[e] .. offset[e + 1]).
-  int32_t* experts = grown(b.experts, size_t(n * k));
-  float* gates = grown(b.gates, size_t(n * k));
-  int32_t* slot = grown(b.slot, size_t(n * k));
-  int32_t* offset = grown(b.offset, size_t(E + 1));
-  std::fill(offset, offset + E + 1, 0);
-  for (int64_t t = 0; t < n; ++t) {
-    route(spec, w, logits + t * E, experts + t * k, gates + t * k, s);
-    if (call.probe) call.probe->record_route(experts + t * k, int(k));
-    for (int64_t i = 0; i < k; ++i) ++offset[experts[t * k + i] + 1];
-  }
-  if (experts_out) std::copy(experts, experts + n * k, experts_out);
-  for (int64_t e = 0; e < E; ++e) offset[e + 1] += offset[e];
-  float* inputs = grown(b.inputs, size_t(n * k * in));
-  {
-    thread_local std::vector<int32_t> fill_buf;
-    int32_t* fill = grown(fill_buf, size_t(E));
-    std::copy(offset, offset + E, fill);
-    for (int64_t t = 0; t < n; ++t)
-      for (int64_t i = 0; i < k; ++i) {
-        const int32_t p = fill[experts[t * k + i]]++;
-        slot[t * k + i] = p;
-        const float* src = latent ? latent_in + t * in : call.x + t * d;
-        std::copy(src, src + in, inputs + int64_t(p) * in);
-      }
-  }
-  const FfnWeights& st = w.experts;
-  b.products.clear();
-  for (int64_t e = 0; e < E; ++e) {
-    const int64_t first = offset[e], count = offset[e + 1] - first;
-    if (!count) continue;
-    b.products.push_back({st.w_up.slice_rows(e * h, h), inputs + first * in, in, up_routed + first * h, h, count});
-    if (!relu2)
-      b.products.push_back({st.w_gate.slice_rows(e * h, h), inputs + first * in, in, gate_routed + first * h, h, count});
-  }
-  run_batch_products(b.products, call.pool);
-  if (latent) std::fill(latent_out, latent_out + n * in, 0.0f);
-
-  if (relu2) {  // per row: fired rows only, as the single-row path
-    for (int64_t t = 0; t < n; ++t) {
-      s.terms.clear();
-      for (int64_t i = 0; i < k; ++i) {
-        const int64_t e = experts[t * k + i], p = slot[t * k + i];
-        FfnTerm term = row_term(st, e, h, in, true);
-        term.h_up = up_routed + p * h, term.scale = gates[t * k + i];
-        term.y = latent ? latent_out + t * in : call.y + t * d;
-        s.terms.push_back(term);
-      }
-      if (Hs) {
-        FfnTerm term = row_term(w.shared, 0, Hs, d, true);
-        term.h_up = up + t * Hs, term.y = call.y + t * d;
-        if (shared_gate) term.scale = kernels::sigmoid(shared_logit[t]);
-        s.terms.push_back(term);
-      }
-      relu2_rows_down(spec, s.terms, s, call.pool);
-      if (call.probe) {
-        for (int64_t i = 0; i < k; ++i) record_neurons(call.probe->experts[size_t(experts[t * k + i])], s.terms[size_t(i)]);
-        if (Hs) record_neurons(call.probe->shared, s.terms.back());
-      }
-    }
+  const MoeBatch m = moe_batch(w, d, call);
+  moe_inputs_region(m);
+  route_rows(m, experts_out);
+  experts_up_region(m);
+  if (m.latent) std::fill(m.latent_out, m.latent_out + m.n * m.in, 0.0f);
+  if (m.relu2) {
+    relu2_rows(m);
   } else {
-    for (int64_t t = 0; t < n; ++t) {
-      for (int64_t i = 0; i < k; ++i) {
-        const int64_t p = slot[t * k + i];
-        FfnTerm term = row_term(st, experts[t * k + i], h, in, false);
-        term.h_up = up_routed + p * h, term.h_gate = gate_routed + p * h;
-        activate(spec, term, s.neuron_skip);
-      }
-      if (Hs) {
-        FfnTerm term = row_term(w.shared, 0, Hs, d, false);
-        term.h_up = up + t * Hs, term.h_gate = gate + t * Hs;
-        activate(spec, term, s.neuron_skip);
-      }
-    }
-    // Down: each slot's expert output into `down` ([n k][in]), added to its row with the
-    // gate in choice order; the shared experts straight into y with their scale.
-    float* down = grown(b.down, size_t(n * k * in));
-    b.products.clear();
-    for (int64_t e = 0; e < E; ++e) {
-      const int64_t first = offset[e], count = offset[e + 1] - first;
-      if (count)
-        b.products.push_back({st.w_down.slice_rows(e * in, in), gate_routed + first * h, h, down + first * in, in, count});
-    }
-    run_batch_products(b.products, call.pool);
-    for (int64_t t = 0; t < n; ++t) {
-      float* acc = latent ? latent_out + t * in : call.y + t * d;
-      for (int64_t i = 0; i < k; ++i) kernels::axpy(gates[t * k + i], down + int64_t(slot[t * k + i]) * in, in, acc);
-      if (!st.b_down.empty())
-        for (int64_t i = 0; i < k; ++i) {
-          const float* bias = st.b_down.data() + experts[t * k + i] * in;
-          for (int64_t c = 0; c < in; ++c) acc[c] += gates[t * k + i] * bias[c];
-        }
-    }
-    if (Hs) {
-      b.products.clear();
-      float* shared_down = grown(b.down, size_t(n * k * in + n * d)) + n * k * in;
-      b.products.push_back({w.shared.w_down, gate, Hs, shared_down, d, n});
-      run_batch_products(b.products, call.pool);
-      for (int64_t t = 0; t < n; ++t) {
-        const float scale = shared_gate ? kernels::sigmoid(shared_logit[t]) : 1.0f;
-        kernels::axpy(scale, shared_down + t * d, d, call.y + t * d);
-        if (!w.shared.b_down.empty())
-          for (int64_t c = 0; c < d; ++c) call.y[t * d + c] += scale * w.shared.b_down[size_t(c)];
-      }
-    }
+    activate_rows(m);
+    gated_down_rows(m);
   }
-  if (latent) {
-    b.products.clear();
-    b.products.push_back({w.latent_up, latent_out, in, call.y, d, n, 1.0f, true});
-    run_batch_products(b.products, call.pool);
+  if (m.latent) {
+    call.batch.products.clear();
+    call.batch.products.push_back({w.latent_up, m.latent_out, m.in, call.y, d, m.n, 1.0f, true});
+    run_batch_products(call.batch.products, call.pool);
   }
 }
 
