@@ -417,33 +417,29 @@ std::string gguf_tensor_name(const std::string& wren_name, bool gemma) {
   return it == layer_names().end() ? "" : "blk." + num(layer) + "." + it->second;
 }
 
-GgufModel::GgufModel(const std::string& path) : file_(path) {
-  arch_ = file_.string("general.architecture");
-  auto it = std::find_if(architectures().begin(), architectures().end(), [&](auto& a) { return a.first == arch_; });
-  if (it == architectures().end()) {
-    std::string list;
-    for (auto& a : architectures()) list += (list.empty() ? "" : ", ") + a.first;
-    throw IoError(path + ": general.architecture \"" + arch_ + "\" is not supported; supported: " + list);
-  }
-  const std::string a = arch_ + ".";
-  const GgufTensor* embed = file_.find("token_embd.weight");
-  if (!embed || embed->ne.size() != 2) throw IoError(path + ": no 2-D tensor token_embd.weight (the token embedding)");
-  hf_ = {{"model_type", it->second},
-         {"hidden_size", file_.integer(a + "embedding_length")},
-         {"num_hidden_layers", file_.integer(a + "block_count")},
-         {"max_position_embeddings", file_.integer(a + "context_length")},
-         {"num_attention_heads", file_.integer(a + "attention.head_count")},
-         {"vocab_size", embed->ne[1]},
-         {"tie_word_embeddings", file_.find("output.weight") == nullptr}};
-  auto copy_int = [&](const std::string& key, const char* hf) {
-    if (auto v = file_.integer_or_none(a + key)) hf_[hf] = *v;
+namespace {
+
+// The metadata of a GGUF of architecture `arch` (keys under "arch."), under transformers'
+// config.json names: the shapes every architecture has, then each architecture's own. RoPE
+// is added after (gguf_rope_config).
+Json gguf_hf_metadata(const GgufFile& f, const std::string& arch, const std::string& model_type, int64_t vocab) {
+  const std::string a = arch + ".";
+  Json hf = {{"model_type", model_type},
+             {"hidden_size", f.integer(a + "embedding_length")},
+             {"num_hidden_layers", f.integer(a + "block_count")},
+             {"max_position_embeddings", f.integer(a + "context_length")},
+             {"num_attention_heads", f.integer(a + "attention.head_count")},
+             {"vocab_size", vocab},
+             {"tie_word_embeddings", f.find("output.weight") == nullptr}};
+  auto copy_int = [&](const std::string& key, const char* name) {
+    if (auto v = f.integer_or_none(a + key)) hf[name] = *v;
   };
-  auto copy_num = [&](const std::string& key, const char* hf) {
-    if (auto v = file_.number_or_none(a + key)) hf_[hf] = *v;
+  auto copy_num = [&](const std::string& key, const char* name) {
+    if (auto v = f.number_or_none(a + key)) hf[name] = *v;
   };
   copy_int("feed_forward_length", "intermediate_size");
-  if (arch_ == "lfm2" || arch_ == "lfm2moe") lfm2_config(file_, a, hf_);
-  else if (arch_ == "granitehybrid") granite_hybrid_config(file_, a, hf_);
+  if (arch == "lfm2" || arch == "lfm2moe") lfm2_config(f, a, hf);
+  else if (arch == "granitehybrid") granite_hybrid_config(f, a, hf);
   else copy_int("attention.head_count_kv", "num_key_value_heads");
   copy_int("attention.key_length", "head_dim");
   copy_num("attention.layer_norm_rms_epsilon", "rms_norm_eps");
@@ -454,59 +450,83 @@ GgufModel::GgufModel(const std::string& path) : file_(path) {
   copy_int("attention.sliding_window", "sliding_window");
   copy_num("attn_logit_softcapping", "attn_logit_softcapping");
   copy_num("final_logit_softcapping", "final_logit_softcapping");
-  if (arch_.rfind("granite", 0) == 0) {  // the multipliers under llama.cpp's names
+  if (arch.rfind("granite", 0) == 0) {  // the multipliers under llama.cpp's names
     copy_num("embedding_scale", "embedding_multiplier");
     copy_num("residual_scale", "residual_multiplier");
     copy_num("attention.scale", "attention_multiplier");
     copy_num("logit_scale", "logits_scaling");  // a divisor, as transformers' logits_scaling
-    if (hf_.contains("num_experts")) hf_["num_local_experts"] = hf_["num_experts"];
+    if (hf.contains("num_experts")) hf["num_local_experts"] = hf["num_experts"];
   }
-  if (arch_ == "qwen3moe") hf_["norm_topk_prob"] = true;  // llama.cpp renormalises Qwen3-MoE's chosen weights
-  if (arch_ == "qwen3next" || arch_ == "qwen35" || arch_ == "qwen35moe") qwen_hybrid_config(file_, a, hf_);
-  if (arch_ == "olmoe" && !hf_.contains("intermediate_size")) copy_int("expert_feed_forward_length", "intermediate_size");
-  if (arch_ == "gemma3") {
-    hf_["rope_local_base_freq"] = 10000.0;  // llama.cpp's fixed base for the local layers
-    hf_["layer_types"] = sliding_layer_types(file_, a + "attention.sliding_window_pattern", hf_["num_hidden_layers"].get<int64_t>(), 6);
+  if (arch == "qwen3moe") hf["norm_topk_prob"] = true;  // llama.cpp renormalises Qwen3-MoE's chosen weights
+  if (arch == "qwen3next" || arch == "qwen35" || arch == "qwen35moe") qwen_hybrid_config(f, a, hf);
+  if (arch == "olmoe" && !hf.contains("intermediate_size")) copy_int("expert_feed_forward_length", "intermediate_size");
+  const int64_t layers = hf["num_hidden_layers"].get<int64_t>();
+  if (arch == "gemma3") {
+    hf["rope_local_base_freq"] = 10000.0;  // llama.cpp's fixed base for the local layers
+    hf["layer_types"] = sliding_layer_types(f, a + "attention.sliding_window_pattern", layers, 6);
   }
-  if (arch_ == "exaone4" && hf_.value("sliding_window", int64_t(0)) > 0)
-    hf_["layer_types"] = sliding_layer_types(file_, a + "attention.sliding_window_pattern", hf_["num_hidden_layers"].get<int64_t>(), 4);
-  if (arch_ == "olmo2" && hf_.value("sliding_window", int64_t(0)) > 0) {  // Olmo 3 (llama.cpp's olmo2 with windows)
-    hf_["model_type"] = "olmo3";
-    hf_["layer_types"] = sliding_layer_types(file_, a + "attention.sliding_window_pattern", hf_["num_hidden_layers"].get<int64_t>(), 4);
+  if (arch == "exaone4" && hf.value("sliding_window", int64_t(0)) > 0)
+    hf["layer_types"] = sliding_layer_types(f, a + "attention.sliding_window_pattern", layers, 4);
+  if (arch == "olmo2" && hf.value("sliding_window", int64_t(0)) > 0) {  // Olmo 3 (llama.cpp's olmo2 with windows)
+    hf["model_type"] = "olmo3";
+    hf["layer_types"] = sliding_layer_types(f, a + "attention.sliding_window_pattern", layers, 4);
   }
-  if (arch_ == "deepseek2") {
-    deepseek2_config(file_, hf_);
-  } else if (auto type = file_.value(a + "rope.scaling.type")) {
+  return hf;
+}
+
+// RoPE's settings into hf: DeepSeek-V2's own, or rope.scaling.type (linear, YaRN), or
+// rope_freqs.weight (Llama 3's per-frequency divisors), Phi-3's LongRoPE, SmolLM3's layers
+// without RoPE, and a rotary part narrower than the head.
+void gguf_rope_config(const GgufFile& f, const std::string& arch, const std::string& path, Json& hf) {
+  const std::string a = arch + ".";
+  if (arch == "deepseek2") {
+    deepseek2_config(f, hf);
+  } else if (auto type = f.value(a + "rope.scaling.type")) {
     if (type->type != GgufType::string) throw IoError(path + ": metadata " + a + "rope.scaling.type: expected a string");
     if (type->s == "linear") {
-      hf_["rope_scaling"] = {{"rope_type", "linear"}, {"factor", file_.number_or_none(a + "rope.scaling.factor").value_or(1.0)}};
+      hf["rope_scaling"] = {{"rope_type", "linear"}, {"factor", f.number_or_none(a + "rope.scaling.factor").value_or(1.0)}};
     } else if (type->s == "yarn") {  // as llama.cpp's converter transcribes transformers' rope_parameters
-      Json scaling = {{"rope_type", "yarn"}, {"factor", file_.number_or_none(a + "rope.scaling.factor").value_or(1.0)}};
-      if (auto o = file_.integer_or_none(a + "rope.scaling.original_context_length")) scaling["original_max_position_embeddings"] = *o;
-      if (auto f = file_.number_or_none(a + "rope.scaling.yarn_beta_fast")) scaling["beta_fast"] = *f;
-      if (auto f = file_.number_or_none(a + "rope.scaling.yarn_beta_slow")) scaling["beta_slow"] = *f;
-      if (auto f = file_.number_or_none(a + "rope.scaling.yarn_attn_factor")) scaling["attention_factor"] = *f;
-      hf_["rope_scaling"] = scaling;
+      Json scaling = {{"rope_type", "yarn"}, {"factor", f.number_or_none(a + "rope.scaling.factor").value_or(1.0)}};
+      if (auto o = f.integer_or_none(a + "rope.scaling.original_context_length")) scaling["original_max_position_embeddings"] = *o;
+      if (auto v = f.number_or_none(a + "rope.scaling.yarn_beta_fast")) scaling["beta_fast"] = *v;
+      if (auto v = f.number_or_none(a + "rope.scaling.yarn_beta_slow")) scaling["beta_slow"] = *v;
+      if (auto v = f.number_or_none(a + "rope.scaling.yarn_attn_factor")) scaling["attention_factor"] = *v;
+      hf["rope_scaling"] = scaling;
     } else if (type->s != "none") {
       throw IoError(path + ": metadata " + a + "rope.scaling.type \"" + type->s + "\": supported are none, linear and yarn");
     }
   }
-  const int64_t head = hf_.contains("head_dim") ? hf_["head_dim"].get<int64_t>()
-                                                : hf_["hidden_size"].get<int64_t>() / std::max<int64_t>(1, hf_["num_attention_heads"].get<int64_t>());
-  const std::optional<int64_t> rope_dims = file_.integer_or_none(a + "rope.dimension_count");
-  if (const GgufTensor* divisors = file_.find("rope_freqs.weight")) {
-    if (hf_.contains("rope_scaling"))
+  const int64_t head = hf.contains("head_dim") ? hf["head_dim"].get<int64_t>()
+                                               : hf["hidden_size"].get<int64_t>() / std::max<int64_t>(1, hf["num_attention_heads"].get<int64_t>());
+  const std::optional<int64_t> rope_dims = f.integer_or_none(a + "rope.dimension_count");
+  if (const GgufTensor* divisors = f.find("rope_freqs.weight")) {
+    if (hf.contains("rope_scaling"))
       throw IoError(path + ": both rope.scaling.type and rope_freqs.weight (per-frequency RoPE divisors) are given");
-    const double theta = hf_.contains("rope_theta") ? hf_["rope_theta"].get<double>() : 10000.0;
+    const double theta = hf.contains("rope_theta") ? hf["rope_theta"].get<double>() : 10000.0;
     if (!(theta > 1 && theta < 1e12)) throw IoError(path + ": metadata " + a + "rope.freq_base: expected a number above 1");
     Json scaling = llama3_rope_scaling(*divisors, theta, rope_dims.value_or(head), path);
-    if (!scaling.is_null()) hf_["rope_scaling"] = scaling;
+    if (!scaling.is_null()) hf["rope_scaling"] = scaling;
   }
-  if (arch_ == "phi3") phi3_longrope(file_, rope_dims.value_or(head), hf_);
-  if (arch_ == "smollm3") hf_["no_rope_layer_interval"] = 4;  // fixed in llama.cpp (llama_model_smollm3)
-  if (const auto dims = rope_dims; dims && arch_ != "deepseek2") {
-    if (*dims != head && head > 0) hf_["partial_rotary_factor"] = double(*dims) / double(head);
+  if (arch == "phi3") phi3_longrope(f, rope_dims.value_or(head), hf);
+  if (arch == "smollm3") hf["no_rope_layer_interval"] = 4;  // fixed in llama.cpp (llama_model_smollm3)
+  if (rope_dims && arch != "deepseek2" && *rope_dims != head && head > 0)
+    hf["partial_rotary_factor"] = double(*rope_dims) / double(head);
+}
+
+}  // namespace
+
+GgufModel::GgufModel(const std::string& path) : file_(path) {
+  arch_ = file_.string("general.architecture");
+  auto it = std::find_if(architectures().begin(), architectures().end(), [&](auto& a) { return a.first == arch_; });
+  if (it == architectures().end()) {
+    std::string list;
+    for (auto& a : architectures()) list += (list.empty() ? "" : ", ") + a.first;
+    throw IoError(path + ": general.architecture \"" + arch_ + "\" is not supported; supported: " + list);
   }
+  const GgufTensor* embed = file_.find("token_embd.weight");
+  if (!embed || embed->ne.size() != 2) throw IoError(path + ": no 2-D tensor token_embd.weight (the token embedding)");
+  hf_ = gguf_hf_metadata(file_, arch_, it->second, embed->ne[1]);
+  gguf_rope_config(file_, arch_, path, hf_);
   config_ = import_hf_config(hf_, path);
 }
 
