@@ -92,17 +92,9 @@ Json make_tokenizer_json(const std::vector<std::string>& token_bytes, const std:
                 {"vocab", vocab}, {"merges", merge_list}}}};
 }
 
-}  // namespace
-
-Json train_bpe(const std::vector<std::string>& texts, const BpeTrainOptions& o) {
-  int n_special = int(o.special_tokens.size());
-  if (o.vocab_size < 256 + n_special)
-    throw std::runtime_error("train_bpe: vocab_size " + std::to_string(o.vocab_size) + " is below 256 bytes + " +
-                             std::to_string(n_special) + " special tokens");
-  for (const std::string& s : o.special_tokens)
-    if (s.empty()) throw std::runtime_error("train_bpe: a special token is empty");
-
-  // 1. Distinct pieces with their counts, in a fixed (sorted) order.
+// 1. The distinct pieces of the texts with their counts, in a fixed (sorted) order, as words
+// of byte symbols.
+std::vector<Word> distinct_words(const std::vector<std::string>& texts, const BpeTrainOptions& o) {
   std::unordered_map<std::string, int64_t> counts;
   for (const std::string& t : texts) count_pieces(t, o, counts);
   std::vector<std::pair<std::string, int64_t>> sorted(counts.begin(), counts.end());
@@ -115,82 +107,116 @@ Json train_bpe(const std::vector<std::string>& texts, const BpeTrainOptions& o) 
     for (char c : piece) w.symbols.push_back(uint8_t(c));
     words.push_back(std::move(w));
   }
+  return words;
+}
 
-  // 2. Pair counts and, for each pair, the words that hold it (may go stale; rechecked).
-  std::unordered_map<uint64_t, int64_t> pair_count;
+// 2. The pairs of adjacent symbols: their counts over all words, for each pair the words that
+// hold it, and a heap of (count, pair). The lists and the heap may go stale as merges change
+// the words: a listed word is rechecked, a popped count compared with the current one.
+struct PairIndex {
+  std::unordered_map<uint64_t, int64_t> count;
   std::unordered_map<uint64_t, std::vector<int32_t>> where;
+  std::priority_queue<Candidate> heap;
+  void list(uint64_t k, int32_t w) {
+    auto& words = where[k];
+    if (words.empty() || words.back() != w) words.push_back(w);
+  }
+};
+PairIndex index_pairs(const std::vector<Word>& words) {
+  PairIndex pairs;
   for (size_t w = 0; w < words.size(); ++w) {
     const auto& s = words[w].symbols;
     for (size_t i = 0; i + 1 < s.size(); ++i) {
-      uint64_t k = pair_key(s[i], s[i + 1]);
-      pair_count[k] += words[w].count;
-      auto& list = where[k];
-      if (list.empty() || list.back() != int32_t(w)) list.push_back(int32_t(w));
+      const uint64_t k = pair_key(s[i], s[i + 1]);
+      pairs.count[k] += words[w].count;
+      pairs.list(k, int32_t(w));
     }
   }
-  std::priority_queue<Candidate> heap;
-  for (auto& [k, n] : pair_count) heap.push({n, k});
+  for (auto& [k, n] : pairs.count) pairs.heap.push({n, k});
+  return pairs;
+}
 
+// 3, one merge: (a, b) -> id in every word that holds the pair (each word once per merge:
+// seen[w] = the merge's number); the pairs around id are listed for their words. Returns the
+// change of every pair's count.
+std::unordered_map<uint64_t, int64_t> merge_in_words(std::vector<Word>& words, PairIndex& pairs, uint64_t pair, int32_t id,
+                                                     int32_t merge, std::vector<int32_t>& seen) {
+  const int32_t a = left_of(pair), b = right_of(pair);
+  std::vector<int32_t> holders = std::move(pairs.where[pair]);
+  pairs.where.erase(pair);
+  std::unordered_map<uint64_t, int64_t> delta;
+  for (int32_t w : holders) {
+    if (seen[w] == merge) continue;
+    seen[w] = merge;
+    Word& word = words[w];
+    auto& s = word.symbols;
+    std::vector<int32_t> merged;
+    merged.reserve(s.size());
+    for (size_t i = 0; i < s.size();) {
+      if (i + 1 < s.size() && s[i] == a && s[i + 1] == b) merged.push_back(id), i += 2;
+      else merged.push_back(s[i++]);
+    }
+    if (merged.size() == s.size()) continue;
+    for (size_t i = 0; i + 1 < s.size(); ++i) delta[pair_key(s[i], s[i + 1])] -= word.count;
+    for (size_t i = 0; i + 1 < merged.size(); ++i) {
+      const uint64_t k = pair_key(merged[i], merged[i + 1]);
+      delta[k] += word.count;
+      if (merged[i] == id || merged[i + 1] == id) pairs.list(k, w);
+    }
+    s.swap(merged);
+  }
+  return delta;
+}
+
+// The counts changed by a merge, applied in a fixed order so that equal inputs push equal heap
+// entries.
+void apply_counts(PairIndex& pairs, const std::unordered_map<uint64_t, int64_t>& delta) {
+  std::vector<std::pair<uint64_t, int64_t>> changes(delta.begin(), delta.end());
+  std::sort(changes.begin(), changes.end());
+  for (auto [k, d] : changes) {
+    if (d == 0) continue;
+    int64_t& n = pairs.count[k];
+    n += d;
+    if (n <= 0) pairs.count.erase(k);
+    else if (d > 0) pairs.heap.push({n, k});
+  }
+}
+
+}  // namespace
+
+Json train_bpe(const std::vector<std::string>& texts, const BpeTrainOptions& o) {
+  int n_special = int(o.special_tokens.size());
+  if (o.vocab_size < 256 + n_special)
+    throw std::runtime_error("train_bpe: vocab_size " + std::to_string(o.vocab_size) + " is below 256 bytes + " +
+                             std::to_string(n_special) + " special tokens");
+  for (const std::string& s : o.special_tokens)
+    if (s.empty()) throw std::runtime_error("train_bpe: a special token is empty");
+
+  std::vector<Word> words = distinct_words(texts, o);
+  PairIndex pairs = index_pairs(words);
   // 3. Merge the most frequent pair until the vocabulary is full.
   std::vector<std::string> token_bytes(256);
   for (int b = 0; b < 256; ++b) token_bytes[b] = std::string(1, char(b));
   std::map<std::string, int32_t> id_of_bytes;  // a string reached by two different merges keeps one id
   std::vector<std::pair<int32_t, int32_t>> merges;
   std::vector<int32_t> seen(words.size(), -1);  // the merge that last visited a word
-  int max_tokens = o.vocab_size - n_special;
-  while (int(token_bytes.size()) < max_tokens && !heap.empty()) {
-    Candidate c = heap.top();
-    heap.pop();
-    auto it = pair_count.find(c.pair);
-    int64_t now = it == pair_count.end() ? 0 : it->second;
+  const int max_tokens = o.vocab_size - n_special;
+  while (int(token_bytes.size()) < max_tokens && !pairs.heap.empty()) {
+    const Candidate c = pairs.heap.top();
+    pairs.heap.pop();
+    auto it = pairs.count.find(c.pair);
+    const int64_t now = it == pairs.count.end() ? 0 : it->second;
     if (now != c.count) {  // stale entry: requeue with the current count
-      if (now > 0) heap.push({now, c.pair});
+      if (now > 0) pairs.heap.push({now, c.pair});
       continue;
     }
     if (c.count < o.min_frequency) break;
-    int32_t a = left_of(c.pair), b = right_of(c.pair);
-    std::string bytes = token_bytes[a] + token_bytes[b];
+    const int32_t a = left_of(c.pair), b = right_of(c.pair);
+    const std::string bytes = token_bytes[a] + token_bytes[b];
     auto [found, inserted] = id_of_bytes.emplace(bytes, int32_t(token_bytes.size()));
-    int32_t id = found->second;
     if (inserted) token_bytes.push_back(bytes);
     merges.emplace_back(a, b);
-
-    std::vector<int32_t> holders = std::move(where[c.pair]);
-    where.erase(c.pair);
-    std::unordered_map<uint64_t, int64_t> delta;
-    for (int32_t w : holders) {
-      if (seen[w] == int32_t(merges.size())) continue;
-      seen[w] = int32_t(merges.size());
-      Word& word = words[w];
-      auto& s = word.symbols;
-      std::vector<int32_t> merged;
-      merged.reserve(s.size());
-      for (size_t i = 0; i < s.size();) {
-        if (i + 1 < s.size() && s[i] == a && s[i + 1] == b) merged.push_back(id), i += 2;
-        else merged.push_back(s[i++]);
-      }
-      if (merged.size() == s.size()) continue;
-      for (size_t i = 0; i + 1 < s.size(); ++i) delta[pair_key(s[i], s[i + 1])] -= word.count;
-      for (size_t i = 0; i + 1 < merged.size(); ++i) {
-        uint64_t k = pair_key(merged[i], merged[i + 1]);
-        delta[k] += word.count;
-        if (merged[i] == id || merged[i + 1] == id) {
-          auto& list = where[k];
-          if (list.empty() || list.back() != w) list.push_back(w);
-        }
-      }
-      s.swap(merged);
-    }
-    // Apply in a fixed order so that equal inputs push equal heap entries.
-    std::vector<std::pair<uint64_t, int64_t>> changes(delta.begin(), delta.end());
-    std::sort(changes.begin(), changes.end());
-    for (auto [k, d] : changes) {
-      if (d == 0) continue;
-      int64_t& n = pair_count[k];
-      n += d;
-      if (n <= 0) pair_count.erase(k);
-      else if (d > 0) heap.push({n, k});
-    }
+    apply_counts(pairs, merge_in_words(words, pairs, c.pair, found->second, int32_t(merges.size()), seen));
   }
   return make_tokenizer_json(token_bytes, merges, o);
 }
