@@ -120,6 +120,53 @@ struct Residual {
   }
 };
 
+
+// What a forward pass keeps between layers: each cache-owning attention layer's K/V, each MLA
+// layer's latents, and the scores of each full layer whose cache sparse layers select by.
+struct LayerCaches {
+  std::vector<KvEntries> kv;
+  std::vector<MlaLatents> latents;
+  std::vector<torch::Tensor> scores;
+  std::vector<bool> scored;
+  explicit LayerCaches(const ModelConfig& c)
+      : kv(size_t(c.n_layers())), latents(size_t(c.n_layers())), scores(size_t(c.n_layers())), scored(size_t(c.n_layers()), false) {
+    for (int i = 0; i < c.n_layers(); ++i)
+      if (c.mixer(i).kind == MixerKind::sparse_reuse) scored[size_t(c.cache_owner(i))] = true;
+  }
+};
+
+// Layer i's mixer on its normed input xn: its own cache filled first where it keeps one, then
+// the mixer of its kind over the cache it reads (its owner's).
+torch::Tensor mixer_forward(const LayerParams& w, const ModelConfig& c, int i, const Layout& l, const torch::Tensor& xn,
+                            LayerCaches& caches) {
+  const MixerSpec& m = c.mixer(i);
+  const size_t at = size_t(i), owner = size_t(c.cache_owner(i));
+  if (c.fills_own_cache(i)) {
+    if (m.kind == MixerKind::mla) caches.latents[at] = mla_latents(w.mla, m, c, l, xn);
+    else if (m.kind == MixerKind::attention || m.kind == MixerKind::relu2_attention)
+      caches.kv[at] = project_kv(w.attn, m, c, l, xn);
+  }
+  torch::Tensor* group_scores = caches.scored[at] ? &caches.scores[at] : nullptr;
+  switch (m.kind) {
+    case MixerKind::attention:  // the span is the cache's: its owner's window
+      return window_attention(w.attn, m, c, l, xn, caches.kv[owner], c.mixer(int(owner)).window, group_scores);
+    case MixerKind::relu2_attention:
+      return relu2_attention(w.attn, m, c, l, xn, caches.kv[owner], group_scores);
+    case MixerKind::sparse_reuse:
+      return sparse_attention(w.attn, m, c, l, xn, caches.kv[owner], caches.scores[owner]);
+    case MixerKind::mla:
+      return mla_attention(w.mla, m, c, l, xn, caches.latents[at]);
+    case MixerKind::gdn:
+    case MixerKind::gdn2:
+      return gated_deltanet(w.gdn, m, c, l, xn);
+    case MixerKind::short_conv:
+      return gated_short_conv(w.short_conv, m, l, xn);
+    case MixerKind::mamba2:
+      return mamba2(w.mamba2, m, c, l, xn);
+  }
+  throw std::logic_error("train::Model::forward: a mixer kind without a forward");
+}
+
 }  // namespace
 
 Model::Model(const ModelConfig& c, uint64_t seed, int32_t eot) : config_(c), map_(build_weight_map(c)), eot_(eot) {
@@ -206,57 +253,19 @@ torch::Tensor Model::forward(const torch::Tensor& input) {
   r.start(e);
   if (engram_) r.g = engram_lookup(engram_tables_, engram_rows(*engram_, l));
 
-  std::vector<KvEntries> kv(static_cast<size_t>(L));           // per attention layer with a cache of its own
-  std::vector<MlaLatents> latents(static_cast<size_t>(L));     // per MLA layer
-  std::vector<torch::Tensor> scores(static_cast<size_t>(L));   // per full layer its sparse layers select by
-  std::vector<bool> scored(static_cast<size_t>(L), false);
-  for (int i = 0; i < L; ++i)
-    if (c.mixer(i).kind == MixerKind::sparse_reuse) scored[size_t(c.cache_owner(i))] = true;
-
+  LayerCaches caches(c);
   for (int i = 0; i < L; ++i) {
     const LayerParams& w = layers_[size_t(i)];
-    const MixerSpec& m = c.mixer(i);
     r.begin_layer(i);
     if (w.engram.hasher) r.add_engram(w.engram, l);
-    for (int j : bridges_at_[size_t(i)]) {
+    for (int j : bridges_at_[size_t(i)]) {  // layer j's K/V (or latents) from this layer's input
       const LayerParams& bridged = layers_[size_t(j)];
       const torch::Tensor h = sublayer_norm(r.input(i, false, bridged.kv_bridge, bridged.attn_mhc), bridged.attn_norm, c);
-      if (c.mixer(j).kind == MixerKind::mla) latents[size_t(j)] = mla_latents(bridged.mla, c.mixer(j), c, l, h);
-      else kv[size_t(j)] = project_kv(bridged.attn, c.mixer(j), c, l, h);
+      if (c.mixer(j).kind == MixerKind::mla) caches.latents[size_t(j)] = mla_latents(bridged.mla, c.mixer(j), c, l, h);
+      else caches.kv[size_t(j)] = project_kv(bridged.attn, c.mixer(j), c, l, h);
     }
     torch::Tensor xn = sublayer_norm(r.input(i, false, w.attn_res, w.attn_mhc), w.attn_norm, c);
-    const int owner = c.cache_owner(i);
-    if (c.fills_own_cache(i)) {
-      if (m.kind == MixerKind::mla) latents[size_t(i)] = mla_latents(w.mla, m, c, l, xn);
-      else if (m.kind == MixerKind::attention || m.kind == MixerKind::relu2_attention)
-        kv[size_t(i)] = project_kv(w.attn, m, c, l, xn);
-    }
-    torch::Tensor* group_scores = scored[size_t(i)] ? &scores[size_t(i)] : nullptr;
-    torch::Tensor out;
-    switch (m.kind) {
-      case MixerKind::attention:  // the span is the cache's: its owner's window
-        out = window_attention(w.attn, m, c, l, xn, kv[size_t(owner)], c.mixer(owner).window, group_scores);
-        break;
-      case MixerKind::relu2_attention:
-        out = relu2_attention(w.attn, m, c, l, xn, kv[size_t(owner)], group_scores);
-        break;
-      case MixerKind::sparse_reuse:
-        out = sparse_attention(w.attn, m, c, l, xn, kv[size_t(owner)], scores[size_t(owner)]);
-        break;
-      case MixerKind::mla:
-        out = mla_attention(w.mla, m, c, l, xn, latents[size_t(i)]);
-        break;
-      case MixerKind::gdn:
-      case MixerKind::gdn2:
-        out = gated_deltanet(w.gdn, m, c, l, xn);
-        break;
-      case MixerKind::short_conv:
-        out = gated_short_conv(w.short_conv, m, l, xn);
-        break;
-      case MixerKind::mamba2:
-        out = mamba2(w.mamba2, m, c, l, xn);
-        break;
-    }
+    torch::Tensor out = mixer_forward(w, c, i, l, xn, caches);
     r.add(out, w.attn_post_norm);
 
     xn = sublayer_norm(r.input(i, true, w.ffn_res, w.ffn_mhc), w.ffn_norm, c);
