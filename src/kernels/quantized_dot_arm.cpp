@@ -45,7 +45,7 @@ inline int32x4_t dot_s8(int32x4_t acc, int8x16_t a, int8x16_t b) { return vdotq_
 #pragma GCC target("arch=armv8.2-a+dotprod+i8mm")
 namespace i8mm {
 constexpr bool kMmla = true;
-inline int32x4_t dot_s8(int32x4_t acc, int8x16_t a, int8x16_t b) { return vdotq_s32(acc, a, b); }
+using sdot::dot_s8;  // rows and scores as on the SDOT path
 #include "kernels/quantized_dot_arm_body.h"
 }  // namespace i8mm
 #pragma GCC pop_options
