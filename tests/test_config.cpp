@@ -151,6 +151,27 @@ TEST(Config, ResidualSourceEngramMustMatchWidth) {
   EXPECT_EQ(error_of(j), "");
 }
 
+// Each placement with the residual it needs: a residual source replaces attn_residuals' stream
+// and is read by every layer; a gated add joins a plain stream at layers the model has.
+TEST(Config, EngramPlacementNeedsItsResidualAndLayers) {
+  Json source = small_config();
+  source["engram"] = {{"orders", {2, 3}}, {"heads_per_order", 8}, {"rows", 11}, {"row_dim", 2}};
+  EXPECT_ERROR_HAS(source, "engram.placement", "residual_source needs", "attn_residuals");
+  source["residual"] = {{"kind", "attn_residuals"}, {"block_size", 2}};
+  source["engram"]["layers"] = {1};
+  EXPECT_ERROR_HAS(source, "engram.layers", "remove \"layers\"");
+
+  Json add = small_config();
+  add["engram"] = {{"orders", {2}}, {"heads_per_order", 1}, {"rows", 11}, {"row_dim", 4}, {"placement", "gated_add"}};
+  EXPECT_ERROR_HAS(add, "engram.layers", "needs the layers");
+  add["engram"]["layers"] = {0, 2};  // the model's layers are 0 and 1
+  EXPECT_ERROR_HAS(add, "engram.layers", "layer 2 is out of range", "has 2 layers");
+  add["engram"]["layers"] = {0, 1};
+  EXPECT_EQ(error_of(add), "");
+  add["residual"] = {{"kind", "attn_residuals"}, {"block_size", 2}};
+  EXPECT_ERROR_HAS(add, "engram.placement", "gated_add adds into the residual stream");
+}
+
 TEST(Config, InvalidJsonFileNamesTheFile) {
   const std::string path = ::testing::TempDir() + "/bad_config.json";
   std::ofstream(path) << "{\"d_model\": 12,";

@@ -213,17 +213,32 @@ ModelConfig parse_model_config(const Json& j, const std::string& origin) {
   return c;
 }
 
-// The checks that need the whole model: shapes that must divide, and a schedule that can run.
-void validate_model_config(const ModelConfig& c, const std::string& origin) {
-  auto fail = [&](const std::string& where, const std::string& msg) {
+namespace {
+
+std::string num(long long x) { return std::to_string(x); }
+
+// The checks of validate_model_config, each naming the field it refuses after the config's
+// origin.
+struct ConfigChecks {
+  const ModelConfig& c;
+  const std::string& origin;
+
+  [[noreturn]] void fail(const std::string& where, const std::string& msg) const {
     throw ConfigError(origin + ": " + where + ": " + msg);
-  };
-  auto num = [](long long x) { return std::to_string(x); };
+  }
   // The engine indexes with int: every width, and every product of widths it allocates, stays
   // below 2^24 values (a 16M-wide row), far from overflow.
-  auto bounded = [&](const std::string& where, int64_t value) {
+  void bounded(const std::string& where, int64_t value) const {
     if (value > kMaxWidth) fail(where, "size " + num(value) + " exceeds 2^24 values");
-  };
+  }
+  void widths() const;
+  void rope(const std::string& w, const MixerSpec& m) const;
+  void mixer(const std::string& w, const MixerSpec& m) const;
+  void layer(int i) const;
+  void engram(const EngramSpec& e) const;
+};
+
+void ConfigChecks::widths() const {
   bounded("d_model", c.d_model);
   bounded("vocab_size", int64_t(c.vocab_size) + c.vocab_pad);
   bounded("residual.streams", int64_t(c.residual.streams) * c.d_model);
@@ -241,105 +256,125 @@ void validate_model_config(const ModelConfig& c, const std::string& origin) {
     bounded(w + ".expert_hidden", int64_t(f.n_experts) * f.expert_hidden);
     bounded(w + ".shared_hidden", int64_t(f.n_shared) * f.shared_hidden);
   }
-  for (auto& [name, m] : c.mixers) {
-    std::string w = "mixers." + name;
-    bool attention_like = m.kind == MixerKind::attention || m.kind == MixerKind::relu2_attention;
-    if (attention_like && m.n_heads % m.n_kv_heads)
-      fail(w + ".n_kv_heads", "n_heads " + num(m.n_heads) + " is not divisible by n_kv_heads " + num(m.n_kv_heads));
-    if (m.rope) {
-      int span = m.kind == MixerKind::mla ? m.qk_rope_dim : m.head_dim;
-      int rd = m.rope->rotary_dim ? m.rope->rotary_dim : span;
-      if (rd > span || rd % 2)
-        fail(w + ".rope.rotary_dim", "value " + num(rd) + " must be even and <= " + num(span));
-      const Rope& p = *m.rope;
-      if (!p.longrope_short.empty() || !p.longrope_long.empty() || p.longrope_original_context) {
-        if (p.longrope_short.size() != size_t(rd / 2) || p.longrope_long.size() != size_t(rd / 2))
-          fail(w + ".rope.longrope_short", "LongRoPE needs " + num(rd / 2) + " short and " + num(rd / 2) +
-                                               " long factors (one per rotated pair), got " + num(int64_t(p.longrope_short.size())) +
-                                               " and " + num(int64_t(p.longrope_long.size())));
-        if (p.longrope_original_context <= 0)
-          fail(w + ".rope.longrope_original_context", "LongRoPE needs the original context (> 0)");
-        if (m.kind == MixerKind::mla) fail(w + ".rope.longrope_short", "LongRoPE is not defined for MLA's rope part");
-        if (p.llama3_factor || p.yarn_factor || p.linear_factor != 1.0)
-          fail(w + ".rope.longrope_short", "LongRoPE does not combine with Llama-3, YaRN or linear scaling");
-      }
-      if (m.kind == MixerKind::relu2_attention || m.kind == MixerKind::sparse_reuse || is_recurrent(m.kind))
-        fail(w + ".rope", std::string(to_string(m.kind)) + " encodes no position; remove \"rope\"");
-    }
-    if (m.kind == MixerKind::mla) {
-      if (m.qk_nope_dim + m.qk_rope_dim <= 0) fail(w + ".qk_nope_dim", "MLA needs qk_nope_dim + qk_rope_dim > 0");
-      if (m.v_head_dim <= 0) fail(w + ".v_head_dim", "MLA needs v_head_dim > 0");
-    }
-    if (m.kind == MixerKind::mamba2 && m.n_heads % m.ssm_groups())
-      fail(w + ".n_kv_heads", "Mamba-2's " + num(m.n_heads) + " heads do not divide into " + num(m.ssm_groups()) + " B/C groups");
-    // Value heads of their own width or count exist only where the weights have them (weight
-    // map): attention's values are head_dim wide, one per key head.
-    const bool gated_deltanet = m.kind == MixerKind::gdn || m.kind == MixerKind::gdn2;
-    if (m.v_head_dim && !gated_deltanet && m.kind != MixerKind::mla)
-      fail(w + ".v_head_dim", std::string(to_string(m.kind)) + " has no value width of its own (only mla, gdn and gdn2); remove it");
-    if (m.n_v_heads && !gated_deltanet)
-      fail(w + ".n_v_heads", std::string(to_string(m.kind)) + " has no value heads of its own (only gdn and gdn2); remove it");
-    if (gated_deltanet && m.value_heads() % m.n_heads)
-      fail(w + ".n_v_heads", "n_v_heads " + num(m.value_heads()) + " is not divisible by n_heads " + num(m.n_heads));
-    if (m.window && m.kind != MixerKind::attention)
-      fail(w + ".window", "only softmax attention takes a sliding window");
+}
+
+// The rotary span fits the head, LongRoPE's factors one per rotated pair, and only mixers
+// that encode positions rotate.
+void ConfigChecks::rope(const std::string& w, const MixerSpec& m) const {
+  int span = m.kind == MixerKind::mla ? m.qk_rope_dim : m.head_dim;
+  int rd = m.rope->rotary_dim ? m.rope->rotary_dim : span;
+  if (rd > span || rd % 2)
+    fail(w + ".rope.rotary_dim", "value " + num(rd) + " must be even and <= " + num(span));
+  const Rope& p = *m.rope;
+  if (!p.longrope_short.empty() || !p.longrope_long.empty() || p.longrope_original_context) {
+    if (p.longrope_short.size() != size_t(rd / 2) || p.longrope_long.size() != size_t(rd / 2))
+      fail(w + ".rope.longrope_short", "LongRoPE needs " + num(rd / 2) + " short and " + num(rd / 2) +
+                                           " long factors (one per rotated pair), got " + num(int64_t(p.longrope_short.size())) +
+                                           " and " + num(int64_t(p.longrope_long.size())));
+    if (p.longrope_original_context <= 0)
+      fail(w + ".rope.longrope_original_context", "LongRoPE needs the original context (> 0)");
+    if (m.kind == MixerKind::mla) fail(w + ".rope.longrope_short", "LongRoPE is not defined for MLA's rope part");
+    if (p.llama3_factor || p.yarn_factor || p.linear_factor != 1.0)
+      fail(w + ".rope.longrope_short", "LongRoPE does not combine with Llama-3, YaRN or linear scaling");
   }
+  if (m.kind == MixerKind::relu2_attention || m.kind == MixerKind::sparse_reuse || is_recurrent(m.kind))
+    fail(w + ".rope", std::string(to_string(m.kind)) + " encodes no position; remove \"rope\"");
+}
+
+// Heads that divide into their groups, and fields only the kinds that have them take.
+void ConfigChecks::mixer(const std::string& w, const MixerSpec& m) const {
+  bool attention_like = m.kind == MixerKind::attention || m.kind == MixerKind::relu2_attention;
+  if (attention_like && m.n_heads % m.n_kv_heads)
+    fail(w + ".n_kv_heads", "n_heads " + num(m.n_heads) + " is not divisible by n_kv_heads " + num(m.n_kv_heads));
+  if (m.rope) rope(w, m);
+  if (m.kind == MixerKind::mla) {
+    if (m.qk_nope_dim + m.qk_rope_dim <= 0) fail(w + ".qk_nope_dim", "MLA needs qk_nope_dim + qk_rope_dim > 0");
+    if (m.v_head_dim <= 0) fail(w + ".v_head_dim", "MLA needs v_head_dim > 0");
+  }
+  if (m.kind == MixerKind::mamba2 && m.n_heads % m.ssm_groups())
+    fail(w + ".n_kv_heads", "Mamba-2's " + num(m.n_heads) + " heads do not divide into " + num(m.ssm_groups()) + " B/C groups");
+  // Value heads of their own width or count exist only where the weights have them (weight
+  // map): attention's values are head_dim wide, one per key head.
+  const bool gated_deltanet = m.kind == MixerKind::gdn || m.kind == MixerKind::gdn2;
+  if (m.v_head_dim && !gated_deltanet && m.kind != MixerKind::mla)
+    fail(w + ".v_head_dim", std::string(to_string(m.kind)) + " has no value width of its own (only mla, gdn and gdn2); remove it");
+  if (m.n_v_heads && !gated_deltanet)
+    fail(w + ".n_v_heads", std::string(to_string(m.kind)) + " has no value heads of its own (only gdn and gdn2); remove it");
+  if (gated_deltanet && m.value_heads() % m.n_heads)
+    fail(w + ".n_v_heads", "n_v_heads " + num(m.value_heads()) + " is not divisible by n_heads " + num(m.n_heads));
+  if (m.window && m.kind != MixerKind::attention)
+    fail(w + ".window", "only softmax attention takes a sliding window");
+}
+
+// Layer i's K / V source: an earlier layer, a full-attention cache of the same head shape to
+// reuse, or a bridge where the residual has a stream to carry it.
+void ConfigChecks::layer(int i) const {
+  const LayerSpec& l = c.layers[i];
+  const MixerSpec& m = c.mixer(i);
+  std::string w = "layers[" + num(i) + "]";
+  if (l.kv.kind != KvSourceKind::own && (l.kv.layer < 0 || l.kv.layer >= i))
+    fail(w + ".kv", "layer " + num(l.kv.layer) + " is not an earlier layer (a K/V source must come before layer " + num(i) + ")");
+  if (m.kind == MixerKind::sparse_reuse && l.kv.kind != KvSourceKind::reuse)
+    fail(w + ".kv", "a sparse_reuse layer needs {\"reuse\": L} naming the full layer whose cache it reads");
+  if (l.kv.kind == KvSourceKind::reuse) {
+    const LayerSpec& src = c.layers[l.kv.layer];
+    const MixerSpec& s = c.mixer(l.kv.layer);
+    bool full = (s.kind == MixerKind::attention && s.window == 0) || s.kind == MixerKind::relu2_attention;
+    if (src.kv.kind == KvSourceKind::reuse || !full)
+      fail(w + ".kv", "layer " + num(l.kv.layer) + " (" + src.mixer + ") keeps no full-attention cache of its own to reuse");
+    if (m.kind == MixerKind::mla || is_recurrent(m.kind))
+      fail(w + ".kv", std::string(to_string(m.kind)) + " cannot reuse another layer's cache");
+    int kv_heads = m.kind == MixerKind::sparse_reuse ? s.n_kv_heads : m.n_kv_heads;
+    if (m.head_dim != s.head_dim || m.n_heads % kv_heads || (m.kind != MixerKind::sparse_reuse && m.n_kv_heads != s.n_kv_heads))
+      fail(w + ".kv", "head shape (" + num(m.n_heads) + " heads of " + num(m.head_dim) + ") does not fit layer " +
+                          num(l.kv.layer) + "'s cache (" + num(s.n_kv_heads) + " KV heads of " + num(s.head_dim) + ")");
+  }
+  if (l.kv.kind == KvSourceKind::bridge) {
+    if (m.kind == MixerKind::sparse_reuse || is_recurrent(m.kind))
+      fail(w + ".kv", std::string(to_string(m.kind)) + " cannot take bridged K/V");
+    if (c.residual.kind == ResidualKind::mhc)
+      fail(w + ".kv", "a KV bridge needs plain or attn_residuals residuals");
+  }
+  if (c.ffn(i).kind == FfnKind::moe && c.ffn(i).latent_dim == 0 && c.ffn(i).expert_hidden <= 0)
+    fail(w + ".ffn", "MoE needs expert_hidden > 0");
+}
+
+// A residual source replaces the residual stream (attn_residuals), a gated add joins it at
+// the layers it names.
+void ConfigChecks::engram(const EngramSpec& e) const {
+  if (e.placement == EngramPlacement::residual_source) {
+    if (c.residual.kind != ResidualKind::attn_residuals)
+      fail("engram.placement", "residual_source needs \"residual\": {\"kind\": \"attn_residuals\"}");
+    if (e.width() != c.d_model)
+      fail("engram.row_dim", "orders x heads x row_dim = " + num(e.width()) + " must equal d_model " + num(c.d_model) + " for a residual source");
+    if (!e.layers.empty()) fail("engram.layers", "residual_source engram is read by every layer from 1 on; remove \"layers\"");
+  } else {
+    if (c.residual.kind == ResidualKind::attn_residuals)
+      fail("engram.placement", "gated_add adds into the residual stream; attn_residuals has none (use residual_source)");
+    if (e.layers.empty()) fail("engram.layers", "gated_add needs the layers it is added before");
+    for (int x : e.layers)
+      if (x >= c.n_layers()) fail("engram.layers", "layer " + num(x) + " is out of range (the model has " + num(c.n_layers()) + " layers)");
+  }
+}
+
+}  // namespace
+
+// The checks that need the whole model: shapes that must divide, and a schedule that can run.
+void validate_model_config(const ModelConfig& c, const std::string& origin) {
+  const ConfigChecks check{c, origin};
+  check.widths();
+  for (auto& [name, m] : c.mixers) check.mixer("mixers." + name, m);
   for (auto& [name, f] : c.ffns)
     if (f.kind == FfnKind::moe && f.latent_dim && f.activation == Activation::swiglu_oai)
-      fail("ffns." + name + ".latent_dim", "latent experts with swiglu_oai are not supported");
-
+      check.fail("ffns." + name + ".latent_dim", "latent experts with swiglu_oai are not supported");
   const int L = c.n_layers();
-  if (L > kMaxLayers) fail("layers", num(L) + " layers, more than the limit of " + num(kMaxLayers));
+  if (L > kMaxLayers) check.fail("layers", num(L) + " layers, more than the limit of " + num(kMaxLayers));
   if (c.context_length > kMaxContext)
-    fail("context_length", "value " + num(c.context_length) + " must be <= " + num(kMaxContext));
-  for (int i = 0; i < L; ++i) {
-    const LayerSpec& l = c.layers[i];
-    const MixerSpec& m = c.mixer(i);
-    std::string w = "layers[" + num(i) + "]";
-    if (l.kv.kind != KvSourceKind::own && (l.kv.layer < 0 || l.kv.layer >= i))
-      fail(w + ".kv", "layer " + num(l.kv.layer) + " is not an earlier layer (a K/V source must come before layer " + num(i) + ")");
-    if (m.kind == MixerKind::sparse_reuse && l.kv.kind != KvSourceKind::reuse)
-      fail(w + ".kv", "a sparse_reuse layer needs {\"reuse\": L} naming the full layer whose cache it reads");
-    if (l.kv.kind == KvSourceKind::reuse) {
-      const LayerSpec& src = c.layers[l.kv.layer];
-      const MixerSpec& s = c.mixer(l.kv.layer);
-      bool full = (s.kind == MixerKind::attention && s.window == 0) || s.kind == MixerKind::relu2_attention;
-      if (src.kv.kind == KvSourceKind::reuse || !full)
-        fail(w + ".kv", "layer " + num(l.kv.layer) + " (" + src.mixer + ") keeps no full-attention cache of its own to reuse");
-      if (m.kind == MixerKind::mla || is_recurrent(m.kind))
-        fail(w + ".kv", std::string(to_string(m.kind)) + " cannot reuse another layer's cache");
-      int kv_heads = m.kind == MixerKind::sparse_reuse ? s.n_kv_heads : m.n_kv_heads;
-      if (m.head_dim != s.head_dim || m.n_heads % kv_heads || (m.kind != MixerKind::sparse_reuse && m.n_kv_heads != s.n_kv_heads))
-        fail(w + ".kv", "head shape (" + num(m.n_heads) + " heads of " + num(m.head_dim) + ") does not fit layer " +
-                            num(l.kv.layer) + "'s cache (" + num(s.n_kv_heads) + " KV heads of " + num(s.head_dim) + ")");
-    }
-    if (l.kv.kind == KvSourceKind::bridge) {
-      if (m.kind == MixerKind::sparse_reuse || is_recurrent(m.kind))
-        fail(w + ".kv", std::string(to_string(m.kind)) + " cannot take bridged K/V");
-      if (c.residual.kind == ResidualKind::mhc)
-        fail(w + ".kv", "a KV bridge needs plain or attn_residuals residuals");
-    }
-    if (c.ffn(i).kind == FfnKind::moe && c.ffn(i).latent_dim == 0 && c.ffn(i).expert_hidden <= 0)
-      fail(w + ".ffn", "MoE needs expert_hidden > 0");
-  }
+    check.fail("context_length", "value " + num(c.context_length) + " must be <= " + num(kMaxContext));
+  for (int i = 0; i < L; ++i) check.layer(i);
   if (c.residual.kind == ResidualKind::attn_residuals && L % c.residual.block_size)
-    fail("residual.block_size", "the " + num(L) + " layers do not split into blocks of " + num(c.residual.block_size));
-  if (c.engram) {
-    const EngramSpec& e = *c.engram;
-    if (e.placement == EngramPlacement::residual_source) {
-      if (c.residual.kind != ResidualKind::attn_residuals)
-        fail("engram.placement", "residual_source needs \"residual\": {\"kind\": \"attn_residuals\"}");
-      if (e.width() != c.d_model)
-        fail("engram.row_dim", "orders x heads x row_dim = " + num(e.width()) + " must equal d_model " + num(c.d_model) + " for a residual source");
-      if (!e.layers.empty()) fail("engram.layers", "residual_source engram is read by every layer from 1 on; remove \"layers\"");
-    } else {
-      if (c.residual.kind == ResidualKind::attn_residuals)
-        fail("engram.placement", "gated_add adds into the residual stream; attn_residuals has none (use residual_source)");
-      if (e.layers.empty()) fail("engram.layers", "gated_add needs the layers it is added before");
-      for (int x : e.layers)
-        if (x >= L) fail("engram.layers", "layer " + num(x) + " is out of range (the model has " + num(L) + " layers)");
-    }
-  }
+    check.fail("residual.block_size", "the " + num(L) + " layers do not split into blocks of " + num(c.residual.block_size));
+  if (c.engram) check.engram(*c.engram);
 }
 
 std::vector<std::string> preset_names() {

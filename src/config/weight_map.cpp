@@ -101,116 +101,127 @@ void ffn(Builder& b, const std::string& p, const FfnSpec& f, int64_t d) {
   }
 }
 
+// Softmax, ReLU^2 and sparse-reuse attention: a layer that reuses another's cache (or a
+// sparse_reuse layer) has no K / V projections of its own.
+void attention_mixer(Builder& b, const std::string& p, const MixerSpec& m, bool own_kv, int64_t d) {
+  const int64_t hq = m.n_heads, dh = m.head_dim, hkv = m.n_kv_heads;
+  const bool kv = own_kv && m.kind != MixerKind::sparse_reuse;
+  b.matrix(p + "wq", hq * dh, d);
+  if (kv) {
+    b.matrix(p + "wk", hkv * dh, d);
+    b.matrix(p + "wv", hkv * dh, d);
+  }
+  if (m.output_gate) b.matrix(p + "wg", hq * dh, d);
+  b.matrix(p + "wo", d, hq * dh);
+  if (m.qkv_bias) {
+    b.vector(p + "bq", hq * dh);
+    if (kv) {
+      b.vector(p + "bk", hkv * dh);
+      b.vector(p + "bv", hkv * dh);
+    }
+  }
+  if (m.o_bias) b.vector(p + "bo", d);
+  if (m.qk_norm != QkNorm::none) {
+    bool full = m.qk_norm == QkNorm::full;
+    b.norm(p + "q_norm", full ? hq * dh : dh);
+    if (kv) b.norm(p + "k_norm", full ? hkv * dh : dh);
+  }
+  if (m.sinks) b.vector(p + "sinks", hq);
+}
+
+// MLA: queries direct or through a low-rank q_a / q_b, keys and values from one compressed
+// latent (wkv_a: the latent and the shared rope key) expanded per head by wk_b and wv_b.
+void mla_mixer(Builder& b, const std::string& p, const MixerSpec& m, int64_t d) {
+  const int64_t hq = m.n_heads, dqk = m.qk_nope_dim + m.qk_rope_dim;
+  if (m.q_lora_rank) {
+    b.matrix(p + "wq_a", m.q_lora_rank, d);
+    b.norm(p + "q_a_norm", m.q_lora_rank);
+    b.matrix(p + "wq_b", hq * dqk, m.q_lora_rank);
+  } else {
+    b.matrix(p + "wq", hq * dqk, d);
+  }
+  b.matrix(p + "wkv_a", m.kv_lora_rank + m.qk_rope_dim, d);
+  b.norm(p + "kv_a_norm", m.kv_lora_rank);
+  if (m.qk_nope_dim) b.matrix(p + "wk_b", hq * m.qk_nope_dim, m.kv_lora_rank);
+  b.matrix(p + "wv_b", hq * m.v_head_dim, m.kv_lora_rank);
+  if (m.output_gate) b.matrix(p + "wg", hq * m.v_head_dim, d);
+  b.matrix(p + "wo", d, hq * m.v_head_dim);
+}
+
+// Gated DeltaNet (gdn) and GDN-2 (gdn2): q, k, v with their short convolutions, the gates
+// (per head for gdn, per channel and optionally low-rank for gdn2), the output gate and norm.
+void gated_deltanet_mixer(Builder& b, const std::string& p, const MixerSpec& m, int64_t d) {
+  const int64_t hq = m.n_heads, dh = m.head_dim;
+  const int64_t hv = m.value_heads(), dv = m.value_dim(), K = m.conv_kernel;
+  b.matrix(p + "wq", hq * dh, d);
+  b.matrix(p + "wk", hq * dh, d);
+  b.matrix(p + "wv", hv * dv, d);
+  b.add(p + "conv_q", {hq * dh, K}, TensorRole::conv);
+  b.add(p + "conv_k", {hq * dh, K}, TensorRole::conv);
+  b.add(p + "conv_v", {hv * dv, K}, TensorRole::conv);
+  if (m.kind == MixerKind::gdn2) {
+    // g = -exp(A) softplus(W_f x + b_f) per key channel; b, w = sigmoid(W x) per key / value channel
+    b.projection(p + "w_decay", hv * dh, d, m.gate_rank);
+    b.vector(p + "decay_bias", hv * dh);
+    b.projection(p + "w_erase", hv * dh, d, m.gate_rank);
+    b.projection(p + "w_write", hv * dv, d, m.gate_rank);
+  } else {
+    // g = -exp(A) softplus(w_a . x + dt_bias) and beta = sigmoid(w_b . x), one per head
+    b.matrix(p + "w_decay", hv, d);
+    b.vector(p + "decay_bias", hv);
+    b.matrix(p + "w_beta", hv, d);
+  }
+  b.vector(p + "a_log", hv);
+  b.projection(p + "wg", hv * dv, d, m.out_gate_rank);
+  b.norm(p + "o_norm", dv);
+  b.matrix(p + "wo", d, hv * dv);
+}
+
+// [b, c, x~] = W x, each [d, d]; the conv's taps [d, K]; W_o [d, d].
+void short_conv_mixer(Builder& b, const std::string& p, const MixerSpec& m, int64_t d) {
+  b.matrix(p + "w_b", d, d);
+  b.matrix(p + "w_c", d, d);
+  b.matrix(p + "w_x", d, d);
+  b.add(p + "conv", {d, int64_t(m.conv_kernel)}, TensorRole::conv);
+  b.matrix(p + "wo", d, d);
+}
+
+// z = W_g x (the gate), [x~, B, C] = [W_x, W_b, W_c] x, dt = softplus(W_decay x + decay_bias),
+// A = -exp(a_log), D = d_skip; the conv's taps [channels, K] over x~, B and C apart; the
+// gated norm's gain o_norm over all heads; W_o [d, h P].
+void mamba2_mixer(Builder& b, const std::string& p, const MixerSpec& m, int64_t d) {
+  const int64_t hq = m.n_heads, inner = hq * m.head_dim, bc = int64_t(m.ssm_groups()) * m.state_dim, K = m.conv_kernel;
+  b.matrix(p + "wg", inner, d);
+  b.matrix(p + "w_x", inner, d);
+  b.matrix(p + "w_b", bc, d);
+  b.matrix(p + "w_c", bc, d);
+  b.matrix(p + "w_decay", hq, d);
+  b.add(p + "conv_x", {inner, K}, TensorRole::conv);
+  b.add(p + "conv_b", {bc, K}, TensorRole::conv);
+  b.add(p + "conv_c", {bc, K}, TensorRole::conv);
+  if (m.conv_bias) {
+    b.vector(p + "conv_x_bias", inner);
+    b.vector(p + "conv_b_bias", bc);
+    b.vector(p + "conv_c_bias", bc);
+  }
+  b.vector(p + "decay_bias", hq);
+  b.vector(p + "a_log", hq);
+  b.vector(p + "d_skip", hq);
+  b.norm(p + "o_norm", inner);
+  b.matrix(p + "wo", d, inner);
+}
+
 void mixer(Builder& b, const std::string& p, const MixerSpec& m, const LayerSpec& l, int64_t d) {
   b.component = Component::mixer;
-  const int64_t hq = m.n_heads, dh = m.head_dim;
-  const bool own_kv = l.kv.kind != KvSourceKind::reuse;
   switch (m.kind) {
     case MixerKind::attention:
     case MixerKind::relu2_attention:
-    case MixerKind::sparse_reuse: {
-      const bool kv = own_kv && m.kind != MixerKind::sparse_reuse;
-      const int64_t hkv = m.n_kv_heads;
-      b.matrix(p + "wq", hq * dh, d);
-      if (kv) {
-        b.matrix(p + "wk", hkv * dh, d);
-        b.matrix(p + "wv", hkv * dh, d);
-      }
-      if (m.output_gate) b.matrix(p + "wg", hq * dh, d);
-      b.matrix(p + "wo", d, hq * dh);
-      if (m.qkv_bias) {
-        b.vector(p + "bq", hq * dh);
-        if (kv) {
-          b.vector(p + "bk", hkv * dh);
-          b.vector(p + "bv", hkv * dh);
-        }
-      }
-      if (m.o_bias) b.vector(p + "bo", d);
-      if (m.qk_norm != QkNorm::none) {
-        bool full = m.qk_norm == QkNorm::full;
-        b.norm(p + "q_norm", full ? hq * dh : dh);
-        if (kv) b.norm(p + "k_norm", full ? hkv * dh : dh);
-      }
-      if (m.sinks) b.vector(p + "sinks", hq);
-      break;
-    }
-    case MixerKind::mla: {
-      const int64_t dqk = m.qk_nope_dim + m.qk_rope_dim;
-      if (m.q_lora_rank) {
-        b.matrix(p + "wq_a", m.q_lora_rank, d);
-        b.norm(p + "q_a_norm", m.q_lora_rank);
-        b.matrix(p + "wq_b", hq * dqk, m.q_lora_rank);
-      } else {
-        b.matrix(p + "wq", hq * dqk, d);
-      }
-      b.matrix(p + "wkv_a", m.kv_lora_rank + m.qk_rope_dim, d);
-      b.norm(p + "kv_a_norm", m.kv_lora_rank);
-      if (m.qk_nope_dim) b.matrix(p + "wk_b", hq * m.qk_nope_dim, m.kv_lora_rank);
-      b.matrix(p + "wv_b", hq * m.v_head_dim, m.kv_lora_rank);
-      if (m.output_gate) b.matrix(p + "wg", hq * m.v_head_dim, d);
-      b.matrix(p + "wo", d, hq * m.v_head_dim);
-      break;
-    }
+    case MixerKind::sparse_reuse: return attention_mixer(b, p, m, l.kv.kind != KvSourceKind::reuse, d);
+    case MixerKind::mla: return mla_mixer(b, p, m, d);
     case MixerKind::gdn:
-    case MixerKind::gdn2: {
-      const int64_t hv = m.value_heads(), dv = m.value_dim(), K = m.conv_kernel;
-      b.matrix(p + "wq", hq * dh, d);
-      b.matrix(p + "wk", hq * dh, d);
-      b.matrix(p + "wv", hv * dv, d);
-      b.add(p + "conv_q", {hq * dh, K}, TensorRole::conv);
-      b.add(p + "conv_k", {hq * dh, K}, TensorRole::conv);
-      b.add(p + "conv_v", {hv * dv, K}, TensorRole::conv);
-      if (m.kind == MixerKind::gdn2) {
-        // g = -exp(A) softplus(W_f x + b_f) per key channel; b, w = sigmoid(W x) per key / value channel
-        b.projection(p + "w_decay", hv * dh, d, m.gate_rank);
-        b.vector(p + "decay_bias", hv * dh);
-        b.projection(p + "w_erase", hv * dh, d, m.gate_rank);
-        b.projection(p + "w_write", hv * dv, d, m.gate_rank);
-      } else {
-        // g = -exp(A) softplus(w_a . x + dt_bias) and beta = sigmoid(w_b . x), one per head
-        b.matrix(p + "w_decay", hv, d);
-        b.vector(p + "decay_bias", hv);
-        b.matrix(p + "w_beta", hv, d);
-      }
-      b.vector(p + "a_log", hv);
-      b.projection(p + "wg", hv * dv, d, m.out_gate_rank);
-      b.norm(p + "o_norm", dv);
-      b.matrix(p + "wo", d, hv * dv);
-      break;
-    }
-    case MixerKind::short_conv:
-      // [b, c, x~] = W x, each [d, d]; the conv's taps [d, K]; W_o [d, d]
-      b.matrix(p + "w_b", d, d);
-      b.matrix(p + "w_c", d, d);
-      b.matrix(p + "w_x", d, d);
-      b.add(p + "conv", {d, int64_t(m.conv_kernel)}, TensorRole::conv);
-      b.matrix(p + "wo", d, d);
-      break;
-    case MixerKind::mamba2: {
-      // z = W_g x (the gate), [x~, B, C] = [W_x, W_b, W_c] x, dt = softplus(W_decay x + decay_bias),
-      // A = -exp(a_log), D = d_skip; the conv's taps [channels, K] over x~, B and C apart; the
-      // gated norm's gain o_norm over all heads; W_o [d, h P].
-      const int64_t inner = hq * dh, bc = int64_t(m.ssm_groups()) * m.state_dim, K = m.conv_kernel;
-      b.matrix(p + "wg", inner, d);
-      b.matrix(p + "w_x", inner, d);
-      b.matrix(p + "w_b", bc, d);
-      b.matrix(p + "w_c", bc, d);
-      b.matrix(p + "w_decay", hq, d);
-      b.add(p + "conv_x", {inner, K}, TensorRole::conv);
-      b.add(p + "conv_b", {bc, K}, TensorRole::conv);
-      b.add(p + "conv_c", {bc, K}, TensorRole::conv);
-      if (m.conv_bias) {
-        b.vector(p + "conv_x_bias", inner);
-        b.vector(p + "conv_b_bias", bc);
-        b.vector(p + "conv_c_bias", bc);
-      }
-      b.vector(p + "decay_bias", hq);
-      b.vector(p + "a_log", hq);
-      b.vector(p + "d_skip", hq);
-      b.norm(p + "o_norm", inner);
-      b.matrix(p + "wo", d, inner);
-      break;
-    }
+    case MixerKind::gdn2: return gated_deltanet_mixer(b, p, m, d);
+    case MixerKind::short_conv: return short_conv_mixer(b, p, m, d);
+    case MixerKind::mamba2: return mamba2_mixer(b, p, m, d);
   }
 }
 
