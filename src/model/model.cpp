@@ -21,47 +21,34 @@ struct Slots {
   void operator()(const std::string& name, Vec& v) { vectors[name] = &v; }
 };
 
-}  // namespace
-
-std::shared_ptr<const Model> load_model(const ModelConfig& c, std::shared_ptr<const WeightSource> source) {
-  check_supported(c, "engine");
-  auto model = std::make_shared<Model>();
-  Model& m = *model;
-  m.config = c;
-  m.map = build_weight_map(c);
-  m.prefill_exit = c.prefill_exit_layer();
-  m.storage = source;
-  m.layers.resize(size_t(c.n_layers()));
-  m.bridges_at = bridges_at(c);
-
-  Slots top;
-  slots::top(m, top);
-  std::vector<Slots> per_layer(size_t(c.n_layers()));
-  for (int i = 0; i < c.n_layers(); ++i) slots::layer(c.mixer(i).kind, m.layers[size_t(i)], per_layer[size_t(i)]);
-
+// Every tensor of the model's weight map into its slot (`top` or its layer's): matrices as
+// the source's views, vectors as f32.
+void fill_slots(const Model& m, const WeightSource& source, Slots& top, std::vector<Slots>& per_layer) {
   for (const TensorInfo& t : m.map.tensors) {
     auto [layer, local] = slots::split_name(t.name);
     Slots& s = layer < 0 ? top : per_layer[size_t(layer)];
     if (auto it = s.matrices.find(local); it != s.matrices.end()) {
-      *it->second = source->matrix(t);
+      *it->second = source.matrix(t);
     } else if (auto jt = s.vectors.find(local); jt != s.vectors.end()) {
-      *jt->second = source->floats(t);
+      *jt->second = source.floats(t);
     } else {
-      throw std::runtime_error("model " + c.name + ": tensor " + t.name + " has no place in the engine");
+      throw std::runtime_error("model " + m.config.name + ": tensor " + t.name + " has no place in the engine");
     }
   }
-  if (c.tie_embeddings) m.lm_head = m.embed;
-  m.lm_head_prescore = make_lm_head_prescore(m.lm_head);  // reads the head's stored rows once
-  // Decode-order copies of every matrix a matvec reads; the embedding and engram tables are
-  // read by row (lookups), so they keep the stored layout only. Matvec and GEMM read only the
-  // copy, so the stored values are released as soon as each is packed: resident memory
-  // holds each matrix once (a tied head's rows come back one by one as the embedding reads them).
+}
+
+// Decode-order copies of every matrix a matvec reads; the embedding and engram tables are
+// read by row (lookups), so they keep the stored layout only. Matvec and GEMM read only the
+// copy, so the stored values are released as soon as each is packed: resident memory
+// holds each matrix once (a tied head's rows come back one by one as the embedding reads them).
+void place_matrices(Model& m, const WeightSource& source, const Slots& top, const std::vector<Slots>& per_layer) {
+  const ModelConfig& c = m.config;
   const auto looked_up = [](const std::string& name) { return name == "embed" || name.ends_with("engram.tables"); };
   auto packed = std::make_shared<PackedWeights>();
   const auto keep_rows = [&](MatrixView& w) {
     const MatrixView stored = w;
     packed->keep_rows(w);
-    if (w.data != stored.data) source->release(stored);
+    if (w.data != stored.data) source.release(stored);
   };
   // A matrix no integer path packs (nenya's f32 routers, bf16 rows too short for a group) is
   // still read whole every token: its rows are copied into huge pages too. From the file's
@@ -70,7 +57,7 @@ std::shared_ptr<const Model> load_model(const ModelConfig& c, std::shared_ptr<co
   // 2-4% (docs/engine.md, "Unpacked matrices into huge pages").
   const auto place = [&](MatrixView& w) {
     packed->pack(w);
-    if (w.packed) source->release(w);
+    if (w.packed) source.release(w);
     else keep_rows(w);
   };
   // mHC's f32 / bf16 phi is read only through its transposed copy (mhc.cpp project): the copy
@@ -78,7 +65,7 @@ std::shared_ptr<const Model> load_model(const ModelConfig& c, std::shared_ptr<co
   const auto transpose = [&](MhcWeights& b) {
     if (!present(b.phi) || (b.phi.type != kernels::DType::f32 && b.phi.type != kernels::DType::bf16)) return;
     b.phi_t = packed->transposed(b.phi);
-    source->release(b.phi);
+    source.release(b.phi);
     b.phi.data = nullptr;
   };
   for (LayerWeights& l : m.layers) transpose(l.attn_mhc), transpose(l.ffn_mhc);
@@ -96,6 +83,29 @@ std::shared_ptr<const Model> load_model(const ModelConfig& c, std::shared_ptr<co
       if (by_rows(i, name)) keep_rows(*w);
       else if (!looked_up(name)) place(*w);
   m.packed = std::move(packed);
+}
+
+}  // namespace
+
+std::shared_ptr<const Model> load_model(const ModelConfig& c, std::shared_ptr<const WeightSource> source) {
+  check_supported(c, "engine");
+  auto model = std::make_shared<Model>();
+  Model& m = *model;
+  m.config = c;
+  m.map = build_weight_map(c);
+  m.prefill_exit = c.prefill_exit_layer();
+  m.storage = source;
+  m.layers.resize(size_t(c.n_layers()));
+  m.bridges_at = bridges_at(c);
+
+  Slots top;
+  slots::top(m, top);
+  std::vector<Slots> per_layer(size_t(c.n_layers()));
+  for (int i = 0; i < c.n_layers(); ++i) slots::layer(c.mixer(i).kind, m.layers[size_t(i)], per_layer[size_t(i)]);
+  fill_slots(m, *source, top, per_layer);
+  if (c.tie_embeddings) m.lm_head = m.embed;
+  m.lm_head_prescore = make_lm_head_prescore(m.lm_head);  // reads the head's stored rows once
+  place_matrices(m, *source, top, per_layer);
   m.engram = residual_engram_hasher(c);
   for (int i = 0; i < c.n_layers(); ++i) {
     LayerWeights& l = m.layers[size_t(i)];
