@@ -153,15 +153,11 @@ void install(const fs::path& tmp, const fs::path& target, bool overwrite) {
   fs::remove_all(old, ec);
 }
 
-}  // namespace
-
-void write_model_dir(const std::string& dir, const ModelConfig& c, const WeightSupplier& weights,
-                     const ModelDirWriteOptions& options) {
-  fs::path target(dir);
-  if (target.filename().empty()) target = target.parent_path();  // "out/" -> "out"
-  if (target.empty()) throw IoError("write_model_dir: empty directory name");
-  const std::string config_origin = (target / "config.json").string();
-  validate_model_config(c, config_origin);
+// What write_model_dir refuses before it writes: a config that does not validate, tokenizer
+// contents that do not fit it, extra files that are not plain names, a target that is a file or
+// (without overwrite) a directory with something in it.
+void check_write_target(const fs::path& target, const ModelConfig& c, const ModelDirWriteOptions& options) {
+  validate_model_config(c, (target / "config.json").string());
   if (options.tokenizer_json.empty()) throw IoError(target.string() + ": no tokenizer.json contents given");
   const Json tok = parse_json(options.tokenizer_json, (target / "tokenizer.json").string());
   check_tokenizer_json(tok, c, (target / "tokenizer.json").string());
@@ -177,23 +173,29 @@ void write_model_dir(const std::string& dir, const ModelConfig& c, const WeightS
     if (!fs::is_empty(target, ec) && !options.overwrite)
       throw IoError(target.string() + ": exists and is not empty (pass overwrite to replace it)");
   }
-  if (target.has_parent_path()) fs::create_directories(target.parent_path());
+}
 
-  // Plan every file before writing any byte, so a bad tensor fails fast.
-  const WeightMap map = build_weight_map(c);
+// The safetensors files of a model directory, planned: every tensor of the weight map with its
+// values (and a quantised one's scales) in the shard it goes to, the engram tables apart.
+struct PlannedFiles {
   SafetensorsWriter engram;
-  std::vector<SafetensorsWriter> shards(1);
-  for (const TensorInfo& info : map.tensors) {
+  std::vector<SafetensorsWriter> shards = std::vector<SafetensorsWriter>(1);
+};
+
+// Every file planned before any byte is written, so a bad tensor fails fast.
+PlannedFiles plan_files(const fs::path& target, const ModelConfig& c, const WeightSupplier& weights, uint64_t shard_bytes) {
+  PlannedFiles files;
+  std::vector<SafetensorsWriter>& shards = files.shards;
+  for (const TensorInfo& info : build_weight_map(c).tensors) {
     WeightData d = weights(info);
     const bool paired = is_quantized(d.storage) && d.values_and_scales;
     if (!d.data && !paired) throw IoError(target.string() + ": tensor " + info.name + ": no data supplied");
     const Shape stored = stored_shape(d.storage, info.shape, info.name);
     uint64_t bytes = 0;
     tensor_bytes(storage_dtype(d.storage), stored, bytes);
-    SafetensorsWriter* w = &engram;
+    SafetensorsWriter* w = &files.engram;
     if (!info.engram_file) {
-      if (options.shard_bytes && shards.back().count() && shards.back().data_bytes() + bytes > options.shard_bytes)
-        shards.emplace_back();
+      if (shard_bytes && shards.back().count() && shards.back().data_bytes() + bytes > shard_bytes) shards.emplace_back();
       w = &shards.back();
     }
     if (paired) {
@@ -209,31 +211,52 @@ void write_model_dir(const std::string& dir, const ModelConfig& c, const WeightS
              std::move(d.scales));
     }
   }
+  return files;
+}
+
+// The directory's files written into `tmp` (shards, engram tables, config, tokenizer, extras),
+// synced, then tmp moved into place.
+void write_and_install(const fs::path& tmp, const fs::path& target, const ModelConfig& c, PlannedFiles& files,
+                       const ModelDirWriteOptions& options) {
+  std::vector<SafetensorsWriter>& shards = files.shards;
+  for (size_t i = 0; i < shards.size(); ++i) {
+    char name[64];
+    if (shards.size() == 1)
+      std::snprintf(name, sizeof name, "model.safetensors");
+    else
+      std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", i + 1, shards.size());
+    for (auto& [k, v] : options.metadata) shards[i].set_metadata(k, v);
+    shards[i].write((tmp / name).string());
+  }
+  if (files.engram.count()) {
+    for (auto& [k, v] : options.metadata) files.engram.set_metadata(k, v);
+    files.engram.write((tmp / kEngramFile).string());
+  }
+  write_file_atomic((tmp / "config.json").string(), to_json(c).dump(2) + "\n");
+  write_file_atomic((tmp / "tokenizer.json").string(), options.tokenizer_json);
+  for (auto& [name, contents] : options.extra_files) write_file_atomic((tmp / name).string(), contents);
+  fsync_directory(tmp.string());
+  install(tmp, target, options.overwrite);
+}
+
+}  // namespace
+
+void write_model_dir(const std::string& dir, const ModelConfig& c, const WeightSupplier& weights,
+                     const ModelDirWriteOptions& options) {
+  fs::path target(dir);
+  if (target.filename().empty()) target = target.parent_path();  // "out/" -> "out"
+  if (target.empty()) throw IoError("write_model_dir: empty directory name");
+  check_write_target(target, c, options);
+  if (target.has_parent_path()) fs::create_directories(target.parent_path());
+  PlannedFiles files = plan_files(target, c, weights, options.shard_bytes);
 
   std::string tmp = target.string() + ".tmp-XXXXXX";
   if (!::mkdtemp(tmp.data())) throw IoError(tmp + ": cannot create: " + std::strerror(errno));
   try {
     ::chmod(tmp.c_str(), 0755);  // mkdtemp makes it private; a model directory is an ordinary one
-    const fs::path t(tmp);
-    for (size_t i = 0; i < shards.size(); ++i) {
-      char name[64];
-      if (shards.size() == 1)
-        std::snprintf(name, sizeof name, "model.safetensors");
-      else
-        std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", i + 1, shards.size());
-      for (auto& [k, v] : options.metadata) shards[i].set_metadata(k, v);
-      shards[i].write((t / name).string());
-    }
-    if (engram.count()) {
-      for (auto& [k, v] : options.metadata) engram.set_metadata(k, v);
-      engram.write((t / kEngramFile).string());
-    }
-    write_file_atomic((t / "config.json").string(), to_json(c).dump(2) + "\n");
-    write_file_atomic((t / "tokenizer.json").string(), options.tokenizer_json);
-    for (auto& [name, contents] : options.extra_files) write_file_atomic((t / name).string(), contents);
-    fsync_directory(tmp);
-    install(t, target, options.overwrite);
+    write_and_install(tmp, target, c, files, options);
   } catch (...) {
+    std::error_code ec;
     fs::remove_all(tmp, ec);
     throw;
   }
