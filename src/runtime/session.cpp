@@ -83,6 +83,17 @@ Session::Session(std::shared_ptr<const Model> model, const SessionOptions& optio
   chunk_ = wanted;
   if (scores_stride_ > 0)
     chunk_ = std::clamp<int64_t>(kMaxScoreBytes / int64_t(sizeof(float)) / (scores_stride_ * L), 1, wanted);
+  init_layer_states();
+  reserve_rows();
+  attn_.v_skip = options.v_skip, ffn_.neuron_skip = options.neuron_skip;
+  block_attention_ = options.block_attention;
+  history_.reserve(size_t(context_));
+  if (lm_head_.prescore && model_->lm_head_prescore) lm_scratch_.reserve(model_->lm_head);
+}
+
+void Session::init_layer_states() {
+  const ModelConfig& c = model_->config;
+  const int L = c.n_layers();
   int max_order = 0;
   for (int i = 0; i < L; ++i) {
     const MixerSpec& m = c.mixer(i);
@@ -120,6 +131,10 @@ Session::Session(std::shared_ptr<const Model> model, const SessionOptions& optio
   if (model_->engram) max_order = std::max(max_order, model_->engram->max_order());
   ngram_.resize(size_t(max_order));
   if (model_->engram) engram_rows_.resize(size_t(model_->engram->tables()));
+}
+
+void Session::reserve_rows() {
+  const ModelConfig& c = model_->config;
   const int n_blocks = residual_blocks(c);
   rows_.resize(size_t(chunk_));
   for (int64_t r = 0; r < chunk_; ++r) {
@@ -136,10 +151,6 @@ Session::Session(std::shared_ptr<const Model> model, const SessionOptions& optio
   mhc_scratch_.reserve(streams_, d_);
   attn_.reserve(c, context_);
   ffn_.reserve(c);
-  attn_.v_skip = options.v_skip, ffn_.neuron_skip = options.neuron_skip;
-  block_attention_ = options.block_attention;
-  history_.reserve(size_t(context_));
-  if (lm_head_.prescore && model_->lm_head_prescore) lm_scratch_.reserve(model_->lm_head);
 }
 
 double Session::cache_bytes_per_token() const {

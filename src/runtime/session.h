@@ -175,6 +175,11 @@ class Session {
 
  private:
   friend void forward_batch(std::span<const BatchRow> rows, BatchScratch& scratch);
+  // The constructor's steps after the shapes: each layer's recurrent state or cache and the
+  // scratch its kind needs (with the engram's n-gram history), then the rows of a prompt's
+  // chunk and the per-token buffers.
+  void init_layer_states();
+  void reserve_rows();
   // forward_batch's work once its sessions are known to be whole.
   static void forward_rows(std::span<const BatchRow> rows, BatchScratch& scratch);
   // The steps forward_batch runs for one row, on the state `use` selected.
