@@ -182,11 +182,12 @@ struct PlannedFiles {
   std::vector<SafetensorsWriter> shards = std::vector<SafetensorsWriter>(1);
 };
 
-// Every file planned before any byte is written, so a bad tensor fails fast.
-PlannedFiles plan_files(const fs::path& target, const ModelConfig& c, const WeightSupplier& weights, uint64_t shard_bytes) {
+// Every file planned before any byte is written, so a bad tensor fails fast. The map outlives
+// the writes: a supplier's bytes may still refer to its tensors' entries.
+PlannedFiles plan_files(const fs::path& target, const WeightMap& map, const WeightSupplier& weights, uint64_t shard_bytes) {
   PlannedFiles files;
   std::vector<SafetensorsWriter>& shards = files.shards;
-  for (const TensorInfo& info : build_weight_map(c).tensors) {
+  for (const TensorInfo& info : map.tensors) {
     WeightData d = weights(info);
     const bool paired = is_quantized(d.storage) && d.values_and_scales;
     if (!d.data && !paired) throw IoError(target.string() + ": tensor " + info.name + ": no data supplied");
@@ -248,7 +249,8 @@ void write_model_dir(const std::string& dir, const ModelConfig& c, const WeightS
   if (target.empty()) throw IoError("write_model_dir: empty directory name");
   check_write_target(target, c, options);
   if (target.has_parent_path()) fs::create_directories(target.parent_path());
-  PlannedFiles files = plan_files(target, c, weights, options.shard_bytes);
+  const WeightMap map = build_weight_map(c);
+  PlannedFiles files = plan_files(target, map, weights, options.shard_bytes);
 
   std::string tmp = target.string() + ".tmp-XXXXXX";
   if (!::mkdtemp(tmp.data())) throw IoError(tmp + ": cannot create: " + std::strerror(errno));
