@@ -120,7 +120,6 @@ struct Residual {
   }
 };
 
-
 // What a forward pass keeps between layers: each cache-owning attention layer's K/V, each MLA
 // layer's latents, and the scores of each full layer whose cache sparse layers select by.
 struct LayerCaches {
