@@ -394,7 +394,7 @@ template <int N> struct VnniRegs<true, N> {
 // to a zmm's halves.
 // ask (q8): beside the load of row j's line k, row j's line blk[j] + 64 k + ask.to_l2 goes to
 // L2 (prefetcht1) and blk[j] + 64 k + ask.to_l1 to L1 (prefetcht0), each if not 0 (packed_tile:
-// its q8 rows one after another on a VNNI path that prefetches into L2).
+// its q8 rows one after another on a path that prefetches into L2; avx2_block_sums alike).
 struct AskBesideLoads {
   int64_t to_l2 = 0, to_l1 = 0;
 };
@@ -454,9 +454,10 @@ template <int R, int C, bool kQ4>
 
 // The same sums on AVX2 (no VNNI): q8 by dot_s8s8 (|w| and sign(w) x), 8 registers per row
 // and block; q4 keeps maddubs pairs in int16 over the block's 8 products per lane
-// (8 * 2 * 15 * 127 = 30480 < 2^15), then one madd to int32.
+// (8 * 2 * 15 * 127 = 30480 < 2^15), then one madd to int32. ask (q8): as vnni_block_sums'.
 template <int R, int C, bool kQ4>
-[[gnu::always_inline]] inline void avx2_block_sums(const uint8_t* const* blk, const QuantizedActivation* xq, int64_t b, __m256i (*parts)[C][1]) {
+[[gnu::always_inline]] inline void avx2_block_sums(const uint8_t* const* blk, const QuantizedActivation* xq, int64_t b, __m256i (*parts)[C][1],
+                                                   AskBesideLoads ask) {
   __m256i offset[C], isum[R][C];
   block_offsets<C, kQ4>(xq, b, offset);
   WREN_UNROLL for (int j = 0; j < R; ++j) WREN_UNROLL for (int t = 0; t < C; ++t) isum[j][t] = offset[t];
@@ -472,6 +473,8 @@ template <int R, int C, bool kQ4>
       __m256i xv[C];
       WREN_UNROLL for (int t = 0; t < C; ++t) xv[t] = x_at(t, 32 * k);
       WREN_UNROLL for (int j = 0; j < R; ++j) {
+        if (ask.to_l2 && (32 * k) % 64 == 0) _mm_prefetch(reinterpret_cast<const char*>(blk[j] + 32 * k + ask.to_l2), _MM_HINT_T1);
+        if (ask.to_l1 && (32 * k) % 64 == 0) _mm_prefetch(reinterpret_cast<const char*>(blk[j] + 32 * k + ask.to_l1), _MM_HINT_T0);
         const __m256i q = w_at(j, 32 * k);
         WREN_UNROLL for (int t = 0; t < C; ++t) isum[j][t] = dot_s8s8(isum[j][t], q, xv[t]);
       }
@@ -594,14 +597,18 @@ void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, 
   const int64_t ahead = one_run ? prefetch.tile_bytes : rows_ask_reach(kQ4, R, row_bytes);
   const int64_t next_tile_scales = R * w.groups();  // in f16 scales, from row j's to row j + R's
   constexpr auto kHint = kToL2 ? _MM_HINT_T1 : _MM_HINT_T0;
-  // q8 rows one after another, into L2 on a VNNI path: each line is asked for beside the load
-  // of the line it runs ahead of (vnni_block_sums' ask), not the block's 4 R lines at once
-  // before its arithmetic. Zen 4 (family 25, zmm path), BM_DecodeStreamVsRead at 1 thread,
-  // three alternating passes: the Llama FFN 0.757-0.763 -> 0.779-0.782 of a plain read, OLMoE's
+  // q8 rows one after another, into L2: each line is asked for beside the load of the line it
+  // runs ahead of (the block sums' ask), not the block's 4 R lines at once before its
+  // arithmetic. Zen 4 (family 25, zmm path), BM_DecodeStreamVsRead at 1 thread, three
+  // alternating passes: the Llama FFN 0.757-0.763 -> 0.779-0.782 of a plain read, OLMoE's
   // experts 0.675-0.691 -> 0.704-0.707; the models at 1 thread (three alternating rounds, means)
-  // the Llama-3.2-1B shape q8 18.80 -> 19.44 tokens/s, OLMoE q8 16.51 -> 16.83. Not measured on
+  // the Llama-3.2-1B shape q8 18.80 -> 19.44 tokens/s, OLMoE q8 16.51 -> 16.83. The avx2 path
+  // the same, on the same Zen 4 (`--int8-path avx2`, 20 repetitions alternating with and
+  // without in one process, medians of the pair ratios, either one first), 1 / 2 threads: the
+  // Llama-3.2-1B shape q8 1.044, 1.053 / 1.056, 1.018, OLMoE q8 1.080, 1.076 / 1.073, 1.060,
+  // nenya q8 (its 384-column rows) 0.999, 0.990, 1.015, 0.996 / 1.011, 0.958. Not measured on
   // Intel, which takes it with the same hint.
-  const bool ask_beside_loads = C == 1 && !kQ4 && kVnni && kToL2 && !one_run;
+  const bool ask_beside_loads = C == 1 && !kQ4 && kToL2 && !one_run;
   // Into L1 too only where rows have no tail (decode_prefetch: nenya's 384 columns read less).
   const int64_t to_l1 = row_bytes == kBlockBytes * blocks ? prefetch.q8_row_l1_bytes : 0;
   const AskBesideLoads ask = ask_beside_loads ? AskBesideLoads{ahead, to_l1} : AskBesideLoads{};
@@ -633,9 +640,10 @@ void packed_tile(const MatrixView& w, const QuantizedActivation* xq, int64_t r, 
           _mm_prefetch(reinterpret_cast<const char*>(sw[j] + 8 * b + next_tile_scales), kHint);
     }
     BlockSum isum[R][C][kParts];
+    const AskBesideLoads block_ask = kBlockBytes * b + ask.to_l1 < row_bytes ? ask : ask_at_row_end;
     if constexpr (kVnni)
-      vnni_block_sums<R, C, kQ4>(blk, xq, b, isum, kBlockBytes * b + ask.to_l1 < row_bytes ? ask : ask_at_row_end);
-    else avx2_block_sums<R, C, kQ4>(blk, xq, b, isum);
+      vnni_block_sums<R, C, kQ4>(blk, xq, b, isum, block_ask);
+    else avx2_block_sums<R, C, kQ4>(blk, xq, b, isum, block_ask);
     WREN_UNROLL for (int j = 0; j < R; ++j) {
       const BlockAcc wv = Lanes::f16(sw[j] + 8 * b);
       WREN_UNROLL for (int t = 0; t < C; ++t) {
