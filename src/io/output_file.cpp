@@ -22,6 +22,19 @@ constexpr size_t kBufferBytes = size_t(1) << 20;
   throw IoError(path + ": " + what + ": " + std::strerror(errno));
 }
 
+// All n bytes at p to fd (write may take fewer, or be interrupted); tmp names it in errors.
+void write_all(int fd, const uint8_t* p, size_t n, const std::string& tmp) {
+  while (n > 0) {
+    const ssize_t put = ::write(fd, p, n);
+    if (put < 0) {
+      if (errno == EINTR) continue;
+      fail(tmp, "write");
+    }
+    p += put;
+    n -= size_t(put);
+  }
+}
+
 }  // namespace
 
 OutputFile::OutputFile(std::string path) : path_(std::move(path)), tmp_(path_ + ".tmp") {
@@ -46,15 +59,7 @@ void OutputFile::write(const void* data, size_t n) {
     return;
   }
   flush();
-  while (n > 0) {  // large pieces go straight to the file
-    ssize_t put = ::write(fd_, p, n);
-    if (put < 0) {
-      if (errno == EINTR) continue;
-      fail(tmp_, "write");
-    }
-    p += put;
-    n -= size_t(put);
-  }
+  write_all(fd_, p, n, tmp_);  // large pieces go straight to the file
 }
 
 void OutputFile::write_at(uint64_t offset, const void* data, size_t n) {
@@ -78,17 +83,7 @@ void OutputFile::skip(uint64_t n) {
 }
 
 void OutputFile::flush() {
-  const uint8_t* p = buffer_.data();
-  size_t n = buffer_.size();
-  while (n > 0) {
-    ssize_t put = ::write(fd_, p, n);
-    if (put < 0) {
-      if (errno == EINTR) continue;
-      fail(tmp_, "write");
-    }
-    p += put;
-    n -= size_t(put);
-  }
+  write_all(fd_, buffer_.data(), buffer_.size(), tmp_);
   buffer_.clear();
 }
 

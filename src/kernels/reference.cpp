@@ -11,15 +11,25 @@ namespace wren::kernels::ref {
 
 // ---- Codecs ---------------------------------------------------------------------------
 
+namespace {
+
+// max |x_i| over a group, NaN if any x_i is not finite (group_scale rejects it).
+float group_max_abs(const float* xg, int group) {
+  float max_abs = 0;
+  for (int i = 0; i < group; ++i) {
+    if (!std::isfinite(xg[i])) max_abs = NAN;
+    if (!std::isnan(max_abs)) max_abs = std::max(max_abs, std::fabs(xg[i]));
+  }
+  return max_abs;
+}
+
+}  // namespace
+
 void quantize_q8_row(const float* x, int64_t n, int group, int8_t* q, F16* scales) {
   check_groups("quantize_q8_row", n, group, false);
   for (int64_t g = 0; g < n / group; ++g) {
     const float* xg = x + g * group;
-    float max_abs = 0;
-    for (int i = 0; i < group; ++i) {
-      if (!std::isfinite(xg[i])) max_abs = NAN;  // group_scale rejects it
-      if (!std::isnan(max_abs)) max_abs = std::max(max_abs, std::fabs(xg[i]));
-    }
+    const float max_abs = group_max_abs(xg, group);
     const float s = group_scale(max_abs, 127.0f, &scales[g]);
     for (int i = 0; i < group; ++i) {
       const float v = s > 0 ? std::nearbyint(xg[i] / s) : 0.0f;  // ties to even
@@ -36,11 +46,7 @@ void quantize_q4_row(const float* x, int64_t n, int group, uint8_t* q, F16* scal
   check_groups("quantize_q4_row", n, group, true);
   for (int64_t g = 0; g < n / group; ++g) {
     const float* xg = x + g * group;
-    float max_abs = 0;
-    for (int i = 0; i < group; ++i) {
-      if (!std::isfinite(xg[i])) max_abs = NAN;  // group_scale rejects it
-      if (!std::isnan(max_abs)) max_abs = std::max(max_abs, std::fabs(xg[i]));
-    }
+    const float max_abs = group_max_abs(xg, group);
     const float s = group_scale(max_abs, 7.0f, &scales[g]);
     for (int i = 0; i < group; i += 2) {
       int nib[2];
