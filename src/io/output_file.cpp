@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <utility>
 
 #include "io/mapped_file.h"
@@ -22,16 +23,18 @@ constexpr size_t kBufferBytes = size_t(1) << 20;
   throw IoError(path + ": " + what + ": " + std::strerror(errno));
 }
 
-// All n bytes at p to fd (write may take fewer, or be interrupted); tmp names it in errors.
-void write_all(int fd, const uint8_t* p, size_t n, const std::string& tmp) {
+// All n bytes at p to fd, at the file offset `at` if given, else at its position (a write may
+// take fewer, or be interrupted); tmp names it in errors.
+void write_all(int fd, const uint8_t* p, size_t n, const std::string& tmp, std::optional<uint64_t> at = {}) {
   while (n > 0) {
-    const ssize_t put = ::write(fd, p, n);
+    const ssize_t put = at ? ::pwrite(fd, p, n, off_t(*at)) : ::write(fd, p, n);
     if (put < 0) {
       if (errno == EINTR) continue;
       fail(tmp, "write");
     }
     p += put;
     n -= size_t(put);
+    if (at) *at += uint64_t(put);
   }
 }
 
@@ -64,15 +67,7 @@ void OutputFile::write(const void* data, size_t n) {
 
 void OutputFile::write_at(uint64_t offset, const void* data, size_t n) {
   if (fd_ < 0) throw IoError(path_ + ": write after commit");
-  auto* p = static_cast<const uint8_t*>(data);
-  while (n > 0) {
-    ssize_t put = ::pwrite(fd_, p, n, off_t(offset));
-    if (put < 0) {
-      if (errno == EINTR) continue;
-      fail(tmp_, "write");
-    }
-    p += put, n -= size_t(put), offset += uint64_t(put);
-  }
+  write_all(fd_, static_cast<const uint8_t*>(data), n, tmp_, offset);
 }
 
 void OutputFile::skip(uint64_t n) {
